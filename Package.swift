@@ -1,0 +1,34 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "chatgpt-credential",
+    products: [
+        .executable(name: "chatgpt-credential", targets: ["chatgpt-credential"]),
+        .library(name: "ChatGPTCredential", targets: ["ChatGPTCredential"]),
+    ],
+    targets: [
+        // Thin C modules over system libraries (swift-nio's CNIO* style).
+        .systemLibrary(name: "CLibSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        // All behaviour lives here; no printing, no exit().
+        .target(
+            name: "ChatGPTCredential",
+            dependencies: ["CLibSecret", "CSodium"]
+        ),
+        // argv -> Invocation -> run -> exit code.
+        .executableTarget(
+            name: "chatgpt-credential",
+            dependencies: ["ChatGPTCredential"]
+        ),
+        .testTarget(
+            name: "ChatGPTCredentialTests",
+            dependencies: ["ChatGPTCredential"]
+        ),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: ["ChatGPTCredential", "chatgpt-credential"]
+        ),
+    ],
+    swiftLanguageModes: [.v5]
+)

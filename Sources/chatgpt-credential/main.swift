@@ -1,0 +1,2 @@
+import ChatGPTCredential
+print("skeleton")

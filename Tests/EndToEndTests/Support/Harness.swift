@@ -1,0 +1,145 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs the built binary the way a user's shell would, inside a throwaway HOME.
+/// Every end-to-end test builds on this, so each gets its own files and profile names.
+struct RunResult {
+    var status: Int32
+    var stdoutBytes: [UInt8]
+    var stderr: String
+    var stdout: String { String(decoding: stdoutBytes, as: UTF8.self) }
+    var timedOut = false
+}
+
+enum Harness {
+    /// The directory holding the built products (the test bundle sits beside the binary).
+    static let productsDirectory: String = {
+        if let dir = ProcessInfo.processInfo.environment["CHATGPT_CREDENTIAL_BIN_DIR"] { return dir }
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var dir = (exe as NSString).deletingLastPathComponent
+        // swift-testing may run from a nested bundle path; walk up until the binary is found.
+        for _ in 0..<4 {
+            if FileManager.default.isExecutableFile(atPath: dir + "/chatgpt-credential") { return dir }
+            dir = (dir as NSString).deletingLastPathComponent
+        }
+        return (exe as NSString).deletingLastPathComponent
+    }()
+
+    static var binary: String { productsDirectory + "/chatgpt-credential" }
+
+    /// The repository root (for Tests/TestIssuer and fixtures).
+    static let repoRoot: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<4 { url.deleteLastPathComponent() } // Support, EndToEndTests, Tests, root
+        return url.path
+    }()
+
+    /// Runs an executable with exactly `env`, feeding `stdin`, killing it after `timeout` seconds.
+    static func run(_ executable: String, _ args: [String], env: [String: String], stdin: [UInt8]? = nil,
+                    timeout: Double = 30, argv0: String? = nil) -> RunResult {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: executable)
+        p.arguments = args
+        p.environment = env
+        let out = Pipe(), err = Pipe(), inp = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        p.standardInput = stdin == nil ? FileHandle.nullDevice : inp
+        do { try p.run() } catch {
+            return RunResult(status: -1, stdoutBytes: [], stderr: "spawn failed: \(error)")
+        }
+        if let stdin {
+            DispatchQueue.global().async {
+                inp.fileHandleForWriting.write(Data(stdin))
+                try? inp.fileHandleForWriting.close()
+            }
+        }
+        var outData = Data(), errData = Data()
+        let group = DispatchGroup()
+        group.enter(); DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        group.enter(); DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        var timedOut = false
+        let deadline = Date().addingTimeInterval(timeout)
+        while p.isRunning {
+            if Date() > deadline { timedOut = true; kill(p.processIdentifier, SIGKILL); break }
+            usleep(2_000)
+        }
+        p.waitUntilExit()
+        group.wait()
+        return RunResult(status: p.terminationStatus, stdoutBytes: Array(outData),
+                         stderr: String(decoding: errData, as: UTF8.self), timedOut: timedOut)
+    }
+}
+
+/// A throwaway HOME with its own XDG directories. The D-Bus session of the test process is
+/// passed through (so the Secret Service is the throwaway keyring `make test` started) unless
+/// `bus` says otherwise.
+final class Sandbox {
+    enum Bus { case inherit, none }
+
+    let root: String
+    var env: [String: String]
+
+    init(bus: Bus = .inherit, store: String? = nil) {
+        var template = Array("/tmp/ccred-test-XXXXXX".utf8CString)
+        let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        root = dir
+        let parent = ProcessInfo.processInfo.environment
+        var e: [String: String] = [
+            "HOME": dir + "/home",
+            "XDG_DATA_HOME": dir + "/data",
+            "XDG_CONFIG_HOME": dir + "/config",
+            "XDG_RUNTIME_DIR": dir + "/run",
+            "PATH": parent["PATH"] ?? "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "SWIFT_BACKTRACE": "enable=no",
+        ]
+        for d in ["home", "data", "config", "run"] {
+            mkdir(dir + "/" + d, 0o700)
+        }
+        if bus == .inherit, let addr = parent["DBUS_SESSION_BUS_ADDRESS"] { e["DBUS_SESSION_BUS_ADDRESS"] = addr }
+        if let store { e["CHATGPT_CREDENTIAL_STORE"] = store }
+        env = e
+    }
+
+    deinit {
+        _ = Harness.run("/bin/rm", ["-rf", root], env: ["PATH": "/usr/bin:/bin"])
+    }
+
+    var dataDir: String { env["XDG_DATA_HOME"]! + "/chatgpt-credential" }
+    var configDir: String { env["XDG_CONFIG_HOME"]! + "/chatgpt-credential" }
+
+    /// Runs `chatgpt-credential ARGS…` (or the same binary under another argv[0] via a symlink).
+    func run(_ args: [String], stdin: String? = nil, env extra: [String: String] = [:], timeout: Double = 30,
+             as name: String? = nil) -> RunResult {
+        var e = env
+        for (k, v) in extra { e[k] = v }
+        var exe = Harness.binary
+        if let name {
+            let link = root + "/bin/" + name
+            if !FileManager.default.fileExists(atPath: link) {
+                mkdir(root + "/bin", 0o755)
+                symlink(Harness.binary, link)
+            }
+            exe = link
+        }
+        return Harness.run(exe, args, env: e, stdin: stdin.map { Array($0.utf8) }, timeout: timeout)
+    }
+}
+
+/// Unique names so tests that share the one throwaway keyring never see each other's items.
+func uniqueProfile(_ prefix: String = "t") -> String {
+    "\(prefix)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+}
+
+/// A JWT the tool can read claims from (signature is not checked by the tool).
+func makeJWT(exp: Int64, accountId: String = "acct-123", plan: String = "plus", email: String = "user@example.com") -> String {
+    func b64(_ s: String) -> String {
+        Data(s.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+    let payload = #"{"exp":\#(exp),"email":"\#(email)","https://api.openai.com/auth":{"chatgpt_account_id":"\#(accountId)","chatgpt_plan_type":"\#(plan)","chatgpt_user_id":"user-1"}}"#
+    return b64(#"{"alg":"RS256","typ":"JWT"}"#) + "." + b64(payload) + ".c2lnbmF0dXJl"
+}
