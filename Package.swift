@@ -11,15 +11,17 @@ let package = Package(
         // Thin C modules over system libraries (swift-nio's CNIO* style).
         .systemLibrary(name: "CLibSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        // libc calls Swift cannot make directly (prctl is variadic).
+        .target(name: "CSystemShims"),
         // All behaviour lives here; no printing, no exit().
         .target(
             name: "ChatGPTCredential",
-            dependencies: ["CLibSecret", "CSodium"]
+            dependencies: ["CLibSecret", "CSodium", "CSystemShims"]
         ),
         // argv -> Invocation -> run -> exit code.
         .executableTarget(
             name: "chatgpt-credential",
-            dependencies: ["ChatGPTCredential"]
+            dependencies: ["ChatGPTCredential", "CSystemShims"]
         ),
         .testTarget(
             name: "ChatGPTCredentialTests",

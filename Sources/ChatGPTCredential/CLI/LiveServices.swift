@@ -1,0 +1,31 @@
+/// The real wiring: Secret Service through libsecret, the age file store, the issuer over HTTPS.
+extension Services {
+    public static func live(environment env: [String: String], console: Console) -> Services {
+        let paths = Paths(environment: env)
+        return Services(
+            environment: env,
+            paths: paths,
+            makeSelector: { g in
+                StoreSelector(
+                    choice: g.store,
+                    secretService: { UnavailableStore(kind: .secretService, reason: "the Secret Service store is not built yet") },
+                    file: { UnavailableStore(kind: .file, reason: "the file store is not built yet") },
+                    fileHolds: { _ in false },
+                    probe: { .unavailable("not built yet") })
+            },
+            makeRefresher: { _ in throw CredentialError.notImplemented("refresh") },
+            revoke: { _, _ in "revocation is not implemented yet" })
+    }
+}
+
+/// Stands in for a store that cannot be used at all.
+final class UnavailableStore: CredentialStore {
+    let kind: StoreKind
+    let reason: String
+    init(kind: StoreKind, reason: String) { self.kind = kind; self.reason = reason }
+    func location(for profile: Profile) -> String { kind.rawValue }
+    func read(_ profile: Profile) throws -> [UInt8]? { throw CredentialError.storeUnavailable(reason) }
+    func write(_ profile: Profile, secret: [UInt8]) throws { throw CredentialError.storeUnavailable(reason) }
+    func delete(_ profile: Profile) throws -> Bool { throw CredentialError.storeUnavailable(reason) }
+    func profiles() throws -> [String] { throw CredentialError.storeUnavailable(reason) }
+}
