@@ -28,6 +28,18 @@ final class StandardConsole: Console {
         return data
     }
 
+    func readSome(_ max: Int) throws -> [UInt8] {
+        var buf = [UInt8](repeating: 0, count: max)
+        while true {
+            let n = buf.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw CredentialError.badInput("cannot read stdin: \(String(cString: strerror(errno)))")
+            }
+            return Array(buf[0..<n])
+        }
+    }
+
     var stdinIsTerminal: Bool { isatty(0) == 1 }
     var stderrIsTerminal: Bool { isatty(2) == 1 }
 

@@ -7,6 +7,8 @@ public protocol Console: AnyObject {
     func err(_ line: String)
     /// Reads all of stdin, at most `limit` bytes; more than that throws `badInput`.
     func readInput(limit: Int) throws -> [UInt8]
+    /// Reads up to `max` bytes of stdin; an empty array at end of input.
+    func readSome(_ max: Int) throws -> [UInt8]
     var stdinIsTerminal: Bool { get }
     var stderrIsTerminal: Bool { get }
 }

@@ -63,10 +63,14 @@ public final class Runner {
             return .replaceProcess(argv: argv, environment: env)
         case .login:
             throw CredentialError.notImplemented("login")
-        case .store:
-            throw CredentialError.notImplemented("store")
-        case .helper(let wire, _):
-            throw CredentialError.notImplemented("the \(wire.rawValue) protocol")
+        case .store(let fromCodex):
+            return try store(g, fromCodex: fromCodex)
+        case .helper(.git, let verb):
+            return try gitHelper(g, verb: verb)
+        case .helper(.docker, let verb):
+            return try dockerHelper(g, verb: verb)
+        case .helper(.plain, let verb):
+            throw CredentialError.usage("unknown verb '\(Sanitize.line(verb, limit: 60))'")
         }
     }
 
@@ -80,13 +84,52 @@ public final class Runner {
             throw CredentialError.notSignedIn(profile: g.profile.name)
         }
         verbose(g, "profile \(g.profile.name) found in \(store.location(for: g.profile)); expires \(Clock.rfc3339(document.expiresAt))")
-        let coordinator = RefreshCoordinator(profile: g.profile, store: store, lockPath: services.paths.lockFile(for: g.profile),
-                                             lockTimeout: services.lockTimeout, now: services.now,
-                                             refresher: { try self.services.makeRefresher(g) })
-        let fresh = try coordinator.fresh(document, options: options)
+        let fresh = try coordinator(g, store).fresh(document, options: options)
         if fresh.refreshed { verbose(g, "refreshed; new token expires \(Clock.rfc3339(fresh.document.expiresAt))") }
         for n in fresh.notices { console.err("chatgpt-credential: " + n) }
         return fresh
+    }
+
+    func coordinator(_ g: GlobalOptions, _ store: CredentialStore) -> RefreshCoordinator {
+        RefreshCoordinator(profile: g.profile, store: store, lockPath: services.paths.lockFile(for: g.profile),
+                           lockTimeout: services.lockTimeout, now: services.now,
+                           refresher: { try self.services.makeRefresher(g) })
+    }
+
+    /// Saves a new credential (login, store) where `auto` says, under the profile's lock, and
+    /// removes any older copy from the other store so no stale single-use refresh token is left.
+    func saveNewCredential(_ document: TokenDocument, _ g: GlobalOptions) throws -> CredentialStore {
+        let selector = services.makeSelector(g)
+        let store = try selector.destination(for: g.profile) { console.err("chatgpt-credential: " + $0) }
+        try coordinator(g, store).exclusive {
+            try store.save(document, for: g.profile)
+            for other in selector.others(than: store) { _ = try? other.delete(g.profile) }
+        }
+        verbose(g, "stored profile \(g.profile.name) in \(store.location(for: g.profile))")
+        return store
+    }
+
+    // MARK: store
+
+    func store(_ g: GlobalOptions, fromCodex: String??) throws -> Outcome {
+        var input: [UInt8]
+        switch fromCodex {
+        case .none:
+            if console.stdinIsTerminal { console.err("chatgpt-credential: paste the credential JSON, then press Ctrl-D") }
+            input = try console.readInput(limit: TokenImport.maxBytes)
+        case .some(let path):
+            guard let path = path ?? CodexAuthFile.defaultPath(env: services.environment) else {
+                throw CredentialError.usage("cannot find Codex's auth.json: set CODEX_HOME or HOME, or give its path")
+            }
+            input = try FileSystem.readSmallFile(path, limit: TokenImport.maxBytes)
+        }
+        defer { Memory.wipe(&input) }
+        let imported = try TokenImport.parse(input, now: services.now())
+        let store = try saveNewCredential(imported.document, g)
+        let d = imported.document
+        console.err("chatgpt-credential: stored the credential for \(Sanitize.line(d.email.isEmpty ? "unknown email" : d.email)), account \(Sanitize.line(d.accountId)) in \(store.location(for: g.profile))")
+        if imported.format == .codexAuthFile || fromCodex != nil { console.err("chatgpt-credential: " + CodexAuthFile.sharedRefreshTokenWarning) }
+        return .exit(0)
     }
 
     // MARK: status

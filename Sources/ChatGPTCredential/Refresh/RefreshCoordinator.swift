@@ -65,10 +65,7 @@ public final class RefreshCoordinator {
         if let code = initial.refreshRejected {
             return try fallback(initial, options: options, permanent: code, notices: [])
         }
-        // Same-process callers queue on the mutex; other processes on the flock.
-        return try ProfileMutex.shared.withLock(profile.name) {
-            let lock = try lockPath.map { try FileLock.acquire(path: $0, profile: profile, timeout: lockTimeout) }
-            defer { lock?.release() }
+        return try exclusive {
 
             // Another process may have refreshed while we waited: re-read under the lock.
             guard let current = try store.load(profile) else { throw CredentialError.notSignedIn(profile: profile.name) }
@@ -101,6 +98,29 @@ public final class RefreshCoordinator {
             case .unavailable(let reason):
                 return try fallback(current, options: options, transient: reason)
             }
+        }
+    }
+
+    /// Runs `body` holding the profile's lock: same-process callers queue on a mutex, other
+    /// processes on the flock. Every change to a stored document goes through here.
+    public func exclusive<T>(_ body: () throws -> T) throws -> T {
+        try ProfileMutex.shared.withLock(profile.name) {
+            let lock = try lockPath.map { try FileLock.acquire(path: $0, profile: profile, timeout: lockTimeout) }
+            defer { lock?.release() }
+            return try body()
+        }
+    }
+
+    /// git `erase`: the caller says `rejectedToken` was refused. Drop the stored access token only if
+    /// it is still that one (a late rejection of an older token changes nothing); keep the refresh
+    /// token so the next `get` refreshes. Returns true when something was dropped.
+    public func dropAccessToken(if matches: (TokenDocument) -> Bool) throws -> Bool {
+        try exclusive {
+            guard var current = try store.load(profile), current.hasAccessToken, matches(current) else { return false }
+            current.accessToken = ""
+            current.expiresAt = 0
+            try store.save(current, for: profile)
+            return true
         }
     }
 
