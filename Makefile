@@ -52,10 +52,10 @@ lint-man:
 	mandoc -Tlint -Wwarning man/chatgpt-credential.1
 
 bench: release
-	scripts/with-keyring bench/run.sh
+	scripts/with-keyring python3 bench/bench.py
 
 bench-smoke: release
-	scripts/with-keyring bench/run.sh --smoke
+	scripts/with-keyring python3 bench/bench.py --smoke
 
 demo: release
 	scripts/demo.sh "$(RELEASE_BIN)"
