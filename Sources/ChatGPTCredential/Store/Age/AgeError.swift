@@ -1,7 +1,7 @@
 /// Why an age file could not be decrypted. The four classes are the ones the age spec (and the
 /// C2SP CCTV vectors) distinguish; they stay distinct so the store can tell "wrong key" from
 /// "damaged file".
-public enum AgeError: Error, Equatable, Sendable {
+public enum AgeError: Error, Equatable, Sendable, CustomStringConvertible {
     /// No stanza in the header could be unwrapped with the identities given (wrong key/passphrase).
     case noMatch
     /// The file key was recovered but the header MAC does not match: the header was altered.
