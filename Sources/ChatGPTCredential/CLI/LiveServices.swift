@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The real wiring: Secret Service through libsecret, the age file store, the issuer over HTTPS.
 extension Services {
     public static func live(environment env: [String: String], console: Console) -> Services {
@@ -9,8 +13,13 @@ extension Services {
                 StoreSelector(
                     choice: g.store,
                     secretService: { UnavailableStore(kind: .secretService, reason: "the Secret Service store is not built yet") },
-                    file: { UnavailableStore(kind: .file, reason: "the file store is not built yet") },
-                    fileHolds: { _ in false },
+                    file: { AgeFileStore(environment: env, interactive: !g.nonInteractive) },
+                    fileHolds: { profile in
+                        // One lstat: whether the encrypted file exists decides where auto looks.
+                        guard let path = paths.encryptedFile(for: profile) else { return false }
+                        var st = stat()
+                        return lstat(path, &st) == 0
+                    },
                     probe: { .unavailable("not built yet") })
             },
             makeRefresher: { _ in throw CredentialError.notImplemented("refresh") },

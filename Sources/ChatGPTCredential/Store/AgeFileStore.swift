@@ -50,14 +50,9 @@ public final class AgeFileStore: CredentialStore {
     static let maxFileBytes = 1 << 20
 
     public init(environment env: [String: String], interactive: Bool) {
-        func base(_ xdg: String, _ fallback: String) -> String? {
-            // XDG base directories must be absolute; anything else is ignored (XDG spec).
-            if let v = env[xdg], v.hasPrefix("/") { return v }
-            if let home = env["HOME"], home.hasPrefix("/") { return home + fallback }
-            return nil
-        }
-        directory = base("XDG_DATA_HOME", "/.local/share").map { $0 + "/chatgpt-credential" }
-        identityPath = base("XDG_CONFIG_HOME", "/.config").map { $0 + "/chatgpt-credential/identity" }
+        let paths = Paths(environment: env)
+        directory = paths.dataDirectory
+        identityPath = paths.identityFile
         if let p = env["CHATGPT_CREDENTIAL_PASSPHRASE_FILE"], !p.isEmpty { passphraseFile = p } else { passphraseFile = nil }
         self.interactive = interactive
     }
@@ -69,7 +64,7 @@ public final class AgeFileStore: CredentialStore {
     // MARK: paths
 
     /// The file for `profile`, nil when no directory can be determined.
-    public func path(for profile: Profile) -> String? { directory.map { "\($0)/\(profile.name).age" } }
+    public func path(for profile: Profile) -> String? { directory.map { Paths.encryptedFile(in: $0, for: profile) } }
 
     public func location(for profile: Profile) -> String {
         path(for: profile) ?? "the encrypted file store (HOME is not set)"

@@ -13,7 +13,7 @@ public final class FileLock {
     /// lock file cannot be opened (a FIFO, a symlink, a directory, no permission).
     public static func acquire(path: String, profile: Profile, timeout: Double) throws -> FileLock {
         let dir = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
-        try FileSystem.makePrivateDirectory(dir)
+        try AtomicFile.checkDirectory(dir, create: true)
         let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0o600)
         guard fd >= 0 else {
             throw CredentialError.storeFailure("cannot open the lock file \(path): \(FileSystem.errorText(errno))")
@@ -75,24 +75,5 @@ public enum FileSystem {
         }
         guard total <= limit else { throw CredentialError.badInput("\(path) is larger than \(limit / 1024) KiB") }
         return Array(data[0..<total])
-    }
-
-    /// Creates `path` (and missing parents) as 0700 regardless of umask. An existing directory is
-    /// accepted as it is; its permissions are checked by the store that uses it.
-    public static func makePrivateDirectory(_ path: String) throws {
-        var st = stat()
-        if lstat(path, &st) == 0 {
-            guard (st.st_mode & S_IFMT) == S_IFDIR else {
-                throw CredentialError.storeFailure("\(path) exists and is not a directory")
-            }
-            return
-        }
-        if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
-            try makePrivateDirectory(String(path[..<slash]))
-        }
-        if mkdir(path, 0o700) != 0 && errno != EEXIST {
-            throw CredentialError.storeFailure("cannot create \(path): \(errorText(errno))")
-        }
-        chmod(path, 0o700)
     }
 }

@@ -6,6 +6,7 @@ public struct Paths: Sendable {
 
     public init(environment env: [String: String]) {
         func base(_ xdg: String, _ fallback: String) -> String? {
+            // XDG base directories must be absolute; anything else is ignored (XDG spec).
             if let v = env[xdg], v.hasPrefix("/") { return v }
             if let home = env["HOME"], home.hasPrefix("/") { return home + fallback }
             return nil
@@ -13,6 +14,18 @@ public struct Paths: Sendable {
         dataDirectory = base("XDG_DATA_HOME", "/.local/share").map { $0 + "/chatgpt-credential" }
         configDirectory = base("XDG_CONFIG_HOME", "/.config").map { $0 + "/chatgpt-credential" }
         if let r = env["XDG_RUNTIME_DIR"], r.hasPrefix("/") { runtimeDirectory = r + "/chatgpt-credential" } else { runtimeDirectory = nil }
+    }
+
+    /// The default X25519 key of the file store.
+    public var identityFile: String? { configDirectory.map { $0 + "/identity" } }
+
+    /// `NAME.age` in the file store's directory.
+    public static func encryptedFile(in directory: String, for profile: Profile) -> String {
+        directory + "/" + profile.name + ".age"
+    }
+
+    public func encryptedFile(for profile: Profile) -> String? {
+        dataDirectory.map { Paths.encryptedFile(in: $0, for: profile) }
     }
 
     /// The per-profile lock file: beside the file store, whichever store holds the credential,
