@@ -217,12 +217,15 @@ public struct IssuerClient {
         defer { Memory.wipe(&bytes) }
         let response: HTTPResponse
         do {
-            response = try send("POST", OAuthConstants.tokenPath, body: bytes, contentType: "application/json", policy: retry)
+            response = try send("POST", OAuthConstants.tokenPath, body: bytes, contentType: "application/json",
+                                policy: retry, isFinal: { permanentRefreshError($0) != nil })
         } catch let error as CredentialError {
             return .unavailable(reason: error.message)
         } catch {
             return .unavailable(reason: "the request to the issuer failed")
         }
+        // A permanent error code wins whatever the status (a reuse has been seen as 400 and 401).
+        if let code = permanentRefreshError(response) { return .rejected(code: code) }
         let parsed = parseJSON(response)
         if (200...299).contains(response.status) {
             let json: JSONValue
@@ -242,10 +245,6 @@ public struct IssuerClient {
                 }
             }
             return .rotated(RefreshedTokens(accessToken: access, refreshToken: refresh, idToken: id))
-        }
-        if let json = try? parsed.get(), let code = Self.errorCode(json),
-           OAuthConstants.permanentRefreshErrors.contains(code) {
-            return .rejected(code: code)
         }
         if response.status == 401 { return .rejected(code: "unauthorized") }
         if isTransientStatus(response.status) { return .unavailable(reason: statusProblem(response)) }
@@ -272,12 +271,20 @@ public struct IssuerClient {
 
     // MARK: Plumbing
 
+    /// `refresh_token_expired`/`_reused`/`_invalidated` when the body carries one.
+    private func permanentRefreshError(_ response: HTTPResponse) -> String? {
+        guard let json = try? parseJSON(response).get(), let code = Self.errorCode(json),
+              OAuthConstants.permanentRefreshErrors.contains(code) else { return nil }
+        return code
+    }
+
     private func send(_ method: String, _ path: String, body: [UInt8], contentType: String, policy: RetryPolicy,
+                      isFinal: (HTTPResponse) -> Bool = { _ in false },
                       connectTimeout: Double? = nil, totalTimeout: Double? = nil) throws -> HTTPResponse {
         let connect = connectTimeout ?? self.connectTimeout
         let total = totalTimeout ?? self.totalTimeout
         do {
-            return try policy.run { remaining in
+            return try policy.run(isFinal: isFinal) { remaining in
                 let t = remaining.map { min(total, $0) } ?? total
                 let request = HTTPRequest(
                     method: method, url: config.url(path),

@@ -76,7 +76,10 @@ public struct RetryPolicy {
 
     /// Runs `attempt` until it succeeds, fails permanently, or the policy is exhausted. `attempt`
     /// receives the seconds left in the budget (nil on the first attempt) to cap its own timeout.
-    public func run(_ attempt: (_ remaining: Double?) throws -> HTTPResponse) throws -> HTTPResponse {
+    /// `isFinal` marks responses that must not be retried whatever their status (e.g. a 5xx
+    /// carrying `refresh_token_reused`).
+    public func run(isFinal: (HTTPResponse) -> Bool = { _ in false },
+                    _ attempt: (_ remaining: Double?) throws -> HTTPResponse) throws -> HTTPResponse {
         let start = now()
         var n = 1
         var remaining: Double? = nil
@@ -84,7 +87,7 @@ public struct RetryPolicy {
             let pause: Double
             do {
                 let response = try attempt(remaining)
-                guard Self.isRetryable(response), n < maxAttempts else { return response }
+                guard Self.isRetryable(response), n < maxAttempts, !isFinal(response) else { return response }
                 if let ra = Self.retryAfterSeconds(response.header("retry-after")),
                    response.status == 429 || response.status == 503 {
                     guard ra <= maxRetryAfter else { return response }
