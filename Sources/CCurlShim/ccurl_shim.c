@@ -179,6 +179,7 @@ typedef struct sink {
     int too_large;
     char *retry_after;
     char *content_type;
+    char *location;
 } sink;
 
 static size_t write_body(char *ptr, size_t size, size_t nmemb, void *userdata) {
@@ -209,7 +210,7 @@ static char *header_value(const char *line, size_t len, const char *name) {
     size_t a = nl + 1, b = len;
     while (a < b && (line[a] == ' ' || line[a] == '\t')) a++;
     while (b > a && (line[b - 1] == '\r' || line[b - 1] == '\n' || line[b - 1] == ' ' || line[b - 1] == '\t')) b--;
-    if (b - a > 200) b = a + 200;
+    if (b - a > 4096) b = a + 4096;
     char *v = malloc(b - a + 1);
     if (!v) return NULL;
     memcpy(v, line + a, b - a);
@@ -231,6 +232,8 @@ static size_t write_header(char *ptr, size_t size, size_t nmemb, void *userdata)
         s->retry_after = NULL;
         free(s->content_type);
         s->content_type = NULL;
+        free(s->location);
+        s->location = NULL;
         return n;
     }
     char *v;
@@ -240,6 +243,9 @@ static size_t write_header(char *ptr, size_t size, size_t nmemb, void *userdata)
     } else if ((v = header_value(ptr, n, "Content-Type"))) {
         free(s->content_type);
         s->content_type = v;
+    } else if ((v = header_value(ptr, n, "Location"))) {
+        free(s->location);
+        s->location = v;
     }
     return n;
 }
@@ -352,9 +358,11 @@ int ccurl_perform(const ccurl_request *req, ccurl_response *resp) {
             resp->body_length = s.length;
             resp->retry_after = s.retry_after;
             resp->content_type = s.content_type;
+            resp->location = s.location;
             s.data = NULL;
             s.retry_after = NULL;
             s.content_type = NULL;
+            s.location = NULL;
         } else if (resp->error_kind == CCURL_ERR_TOO_LARGE) {
             snprintf(resp->error_message, sizeof resp->error_message, "response larger than %zu bytes", req->max_response_bytes);
         } else {
@@ -364,6 +372,7 @@ int ccurl_perform(const ccurl_request *req, ccurl_response *resp) {
     free(s.data);
     free(s.retry_after);
     free(s.content_type);
+    free(s.location);
     api.slist_free_all(headers);
     api.easy_cleanup(h);
     return resp->error_kind;
@@ -375,6 +384,8 @@ void ccurl_response_free(ccurl_response *r) {
     free(r->body);
     free(r->retry_after);
     free(r->content_type);
+    free(r->location);
+    r->location = NULL;
     r->body = NULL;
     r->retry_after = NULL;
     r->content_type = NULL;

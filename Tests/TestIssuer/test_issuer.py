@@ -373,19 +373,19 @@ class Handler(BaseHTTPRequestHandler):
         if "delay" in f:
             bounded_sleep(f["delay"], ISSUER.stop)
         if f.get("hang"):
-            # Headers promise a body that then arrives one byte at a time and never ends:
+            # A chunked body that never ends: a space every 250 ms keeps the connection busy, so
             # only the client's total timeout gets it out (bounded here by MAX_SLEEP).
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(1 << 30))
+            self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             deadline = time.monotonic() + MAX_SLEEP
             try:
-                self.wfile.write(b"{")
+                self.wfile.write(b"1\r\n{\r\n")
                 self.wfile.flush()
                 while time.monotonic() < deadline and not ISSUER.stop.is_set():
                     ISSUER.stop.wait(0.25)
-                    self.wfile.write(b" ")
+                    self.wfile.write(b"1\r\n \r\n")
                     self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError, OSError):
                 pass

@@ -40,6 +40,7 @@ typedef struct ccurl_response {
     size_t body_length;
     char *retry_after;                 /* value of Retry-After, or NULL */
     char *content_type;                /* value of Content-Type, or NULL */
+    char *location;                    /* value of Location (redirects are not followed), or NULL */
     int error_kind;                    /* CCURL_OK or CCURL_ERR_* */
     int curl_code;                     /* the CURLcode, for diagnostics */
     char error_message[256];           /* NUL-terminated, from libcurl's error buffer */

@@ -55,6 +55,7 @@ public struct CurlTransport: HTTPTransport, Sendable {
             var headers: [String: String] = [:]
             if let ra = response.retry_after { headers["retry-after"] = String(cString: ra) }
             if let ct = response.content_type { headers["content-type"] = String(cString: ct) }
+            if let loc = response.location { headers["location"] = String(cString: loc) }
             let body: [UInt8] = response.body_length > 0 && response.body != nil
                 ? Array(UnsafeBufferPointer(start: response.body, count: response.body_length)) : []
             return HTTPResponse(status: response.status, headers: headers, body: body)

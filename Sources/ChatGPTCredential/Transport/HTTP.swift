@@ -41,7 +41,7 @@ public struct HTTPHeader: Equatable, Sendable {
 
 public struct HTTPResponse: Equatable, Sendable {
     public var status: Int
-    /// The response headers the client uses (`retry-after`, `content-type`), names lower-cased.
+    /// The response headers the client uses (`retry-after`, `content-type`, `location`), names lower-cased.
     public var headers: [String: String]
     public var body: [UInt8]
 
