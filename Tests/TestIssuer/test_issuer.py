@@ -599,6 +599,9 @@ def main():
         server.serve_forever(poll_interval=0.2)
     finally:
         server.server_close()
+        sys.stdout.flush()
+        # The stdin watcher may still be blocked in read(); do not wait for it at shutdown.
+        os._exit(0)
 
 
 if __name__ == "__main__":
