@@ -13,10 +13,13 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         // libc calls Swift cannot make directly (prctl is variadic).
         .target(name: "CSystemShims"),
+        // dlopen()s libcurl.so.4 on first request; links no libcurl, so `get` of a fresh token
+        // never loads the network stack.
+        .target(name: "CCurlShim"),
         // All behaviour lives here; no printing, no exit().
         .target(
             name: "ChatGPTCredential",
-            dependencies: ["CLibSecret", "CSodium", "CSystemShims"]
+            dependencies: ["CLibSecret", "CSodium", "CSystemShims", "CCurlShim"]
         ),
         // argv -> Invocation -> run -> exit code.
         .executableTarget(
