@@ -3,10 +3,10 @@ import Testing
 
 /// A refresher that answers from a script and counts calls.
 final class ScriptedRefresher: TokenRefreshing {
-    var answers: [RefreshAttempt]
+    var answers: [RefreshResult]
     var seen: [String] = []
-    init(_ answers: [RefreshAttempt]) { self.answers = answers }
-    func refresh(refreshToken: String) -> RefreshAttempt {
+    init(_ answers: [RefreshResult]) { self.answers = answers }
+    func refresh(refreshToken: String) -> RefreshResult {
         seen.append(refreshToken)
         return answers.isEmpty ? .unavailable(reason: "script exhausted") : answers.removeFirst()
     }
@@ -44,7 +44,7 @@ func jwt(exp: Int64, account: String = "acct-1") -> String {
     @Test func expiringTokenRotatesAndPersistsBeforeAnswering() throws {
         let (store, doc) = try setup(expiresIn: 200)
         let newAccess = jwt(exp: now + 3600)
-        let r = ScriptedRefresher([.rotated(accessToken: newAccess, refreshToken: "rt-1", idToken: nil)])
+        let r = ScriptedRefresher([.rotated(RefreshedTokens(accessToken: newAccess, refreshToken: "rt-1", idToken: nil))])
         let fresh = try coordinator(store, r).fresh(doc, options: GetOptions())
         #expect(r.seen == ["rt-0"])
         #expect(fresh.document.accessToken == newAccess)
@@ -56,7 +56,7 @@ func jwt(exp: Int64, account: String = "acct-1") -> String {
 
     @Test func minTTLBeyondExpiryForcesRefresh() throws {
         let (store, doc) = try setup(expiresIn: 1000)
-        let r = ScriptedRefresher([.rotated(accessToken: jwt(exp: now + 9000), refreshToken: "rt-1", idToken: nil)])
+        let r = ScriptedRefresher([.rotated(RefreshedTokens(accessToken: jwt(exp: now + 9000), refreshToken: "rt-1", idToken: nil))])
         _ = try coordinator(store, r).fresh(doc, options: GetOptions(minTTL: 2000, requiredTTL: 2000))
         #expect(r.seen.count == 1)
     }
@@ -117,7 +117,7 @@ func jwt(exp: Int64, account: String = "acct-1") -> String {
         dropped.accessToken = ""
         dropped.expiresAt = 0
         try store.save(dropped, for: profile)
-        let r = ScriptedRefresher([.rotated(accessToken: jwt(exp: now + 3600), refreshToken: "rt-2", idToken: nil)])
+        let r = ScriptedRefresher([.rotated(RefreshedTokens(accessToken: jwt(exp: now + 3600), refreshToken: "rt-2", idToken: nil))])
         let fresh = try coordinator(store, r).fresh(dropped, options: GetOptions())
         #expect(r.seen == ["rt-0"])
         #expect(fresh.document.refreshToken == "rt-2")
@@ -135,7 +135,7 @@ func jwt(exp: Int64, account: String = "acct-1") -> String {
             func delete(_ p: Profile) throws -> Bool { false }
             func profiles() throws -> [String] { [] }
         }
-        let r = ScriptedRefresher([.rotated(accessToken: jwt(exp: now + 3600), refreshToken: "rt-1", idToken: nil)])
+        let r = ScriptedRefresher([.rotated(RefreshedTokens(accessToken: jwt(exp: now + 3600), refreshToken: "rt-1", idToken: nil))])
         let c = RefreshCoordinator(profile: profile, store: FailingWrites(store), lockPath: nil, now: { self.now }, refresher: { r })
         do {
             _ = try c.fresh(doc, options: GetOptions())

@@ -22,8 +22,17 @@ extension Services {
                     },
                     probe: { .unavailable("not built yet") })
             },
-            makeRefresher: { _ in throw CredentialError.notImplemented("refresh") },
-            revoke: { _, _ in "revocation is not implemented yet" })
+            makeRefresher: { _ in IssuerClient(config: try IssuerConfig.fromEnvironment(env)) },
+            revoke: { _, refreshToken in
+                do {
+                    let client = IssuerClient(config: try IssuerConfig.fromEnvironment(env))
+                    return client.revoke(refreshToken: refreshToken) ? nil : "the issuer did not confirm"
+                } catch let e as CredentialError {
+                    return e.message
+                } catch {
+                    return "\(error)"
+                }
+            })
     }
 }
 

@@ -14,6 +14,12 @@ public final class Runner {
     public func run(_ invocation: Invocation) -> Outcome {
         let g = invocation.globals
         do {
+            switch invocation.command {
+            case .help, .version: break
+            default:
+                // A non-loopback http:// issuer is refused before anything could reach the network.
+                _ = try IssuerConfig.fromEnvironment(services.environment)
+            }
             return try dispatch(invocation.command, g)
         } catch let e as CredentialError {
             report(e, g)

@@ -2,19 +2,12 @@
 import Glibc
 #endif
 
-/// What one refresh call at the issuer came to. `IssuerClient` produces these; tests script them.
-public enum RefreshAttempt: Equatable, Sendable {
-    /// New tokens; each may be absent (keep the old one then).
-    case rotated(accessToken: String?, refreshToken: String?, idToken: String?)
-    /// Permanent: refresh_token_expired/_reused/_invalidated or another 401. Sign in again.
-    case rejected(code: String)
-    /// Transient: 5xx, 429, network — after the transport's own bounded retries.
-    case unavailable(reason: String)
+/// The issuer's refresh call (`IssuerClient` in production; scripted in tests).
+public protocol TokenRefreshing {
+    func refresh(refreshToken: String) -> RefreshResult
 }
 
-public protocol TokenRefreshing: AnyObject {
-    func refresh(refreshToken: String) -> RefreshAttempt
-}
+extension IssuerClient: TokenRefreshing {}
 
 /// The answer to `get`: a document to print from, plus notices for stderr.
 public struct FreshCredential: Sendable {
@@ -81,8 +74,8 @@ public final class RefreshCoordinator {
             }
 
             switch try refresher().refresh(refreshToken: current.refreshToken) {
-            case let .rotated(access, refresh, id):
-                let next = current.rotated(accessToken: access, refreshToken: refresh, idToken: id, now: now())
+            case .rotated(let t):
+                let next = current.rotated(accessToken: t.accessToken, refreshToken: t.refreshToken, idToken: t.idToken, now: now())
                 do {
                     try store.save(next, for: profile)
                 } catch let e as CredentialError {
