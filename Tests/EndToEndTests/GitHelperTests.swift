@@ -155,6 +155,63 @@ import Glibc
         #expect(try issuer.counter("refresh_requests") == 1)
     }
 
+    @Test(.enabled(if: enabled))
+    func globalOptionsInTheHelperStringSelectTheProfile() throws {
+        let issuer = try TestIssuer()
+        let sb = Sandbox(bus: .none, store: "file")
+        sb.env["CHATGPT_CREDENTIAL_ISSUER"] = issuer.url
+        let work = try issuer.seed(["account_id": "acct-work"])
+        let stored = sb.runHelper(["--profile", "work", "store"], stdin: Array(work.codexAuthJSON.utf8))
+        #expect(stored.status == 0, "\(stored.stderr)")
+
+        // git runs `git credential-chatgpt --profile work get`.
+        let r = fill(sb, helper: "chatgpt --profile work")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == expectedFill("acct-work", work.accessToken))
+        let abs = fill(sb, helper: "!'\(Harness.binary)' --protocol git --profile work", env: ["PATH": "/usr/bin:/bin"])
+        #expect(abs.stdout == expectedFill("acct-work", work.accessToken))
+
+        // The default profile holds nothing: no answer, and our one-line reason on stderr.
+        let none = fill(sb, helper: "chatgpt")
+        #expect(none.status == 128)
+        #expect(none.stdout == "")
+        #expect(!none.allOutput.contains(work.accessToken))
+        #expect(none.stderr.contains("chatgpt-credential: "), "\(none.stderr)")
+    }
+
+    @Test(.enabled(if: enabled))
+    func aFailedRefreshNeverAnswers() throws {
+        let issuer = try TestIssuer()
+        let sb = Sandbox(bus: .none, store: "file")
+        let tokens = try sb.signIn(issuer, ["expires_in": -60])
+
+        // The issuer answers the refresh with a token carrying a line feed (which would inject
+        // lines into git's input): nothing is printed.
+        try issuer.configure(["poison": "newline"])
+        let poisoned = fill(sb, helper: "chatgpt")
+        #expect(poisoned.status == 128)
+        #expect(poisoned.stdout == "")
+        #expect(!poisoned.allOutput.contains(tokens.accessToken))
+        #expect(try issuer.counter("refresh_requests") == 1)
+        let direct = sb.runHelper(["get"], stdin: Array(Self.fillChatGPT.utf8), as: Sandbox.gitHelperName)
+        #expect(!direct.signaled && direct.status != 0)
+        #expect(direct.stdoutBytes.isEmpty)
+
+        // A permanent rejection: exit 3 from the helper, no output, the credential kept.
+        try issuer.configure(["poison": NSNull(),
+                              "faults": [["status": 401, "body": ["error": ["code": "refresh_token_expired"]]]]])
+        let before = sb.fileBytes(sb.credentialFile)
+        let rejected = sb.runHelper(["get"], stdin: Array(Self.fillChatGPT.utf8), as: Sandbox.gitHelperName)
+        #expect(rejected.status == 3, "\(rejected.stderr)")
+        #expect(rejected.stdoutBytes.isEmpty)
+        #expect(sb.fileBytes(sb.credentialFile) != nil)
+        #expect(before != nil)
+        let docker = sb.runHelper(["get"], stdin: Array("https://chatgpt.com".utf8), as: Sandbox.dockerHelperName)
+        #expect(docker.status == 1)
+        #expect(!docker.stdout.isEmpty && !docker.stdout.contains(tokens.accessToken))
+        #expect(!docker.stdout.contains("\"Secret\""))
+    }
+
     // MARK: real HTTP
 
     static let httpEnabled = Tools.haveGit && Tools.haveOpenSSL && Tools.haveGitHTTPBackend
