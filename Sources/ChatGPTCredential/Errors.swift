@@ -55,7 +55,10 @@ public enum CredentialError: Error, Equatable, Sendable {
         case .storeUnavailable(let m): text = m
         case .storeCorrupt(let m): text = m
         case .wrongKey(let m): text = m
-        case .permissionsTooOpen(let path): text = "\(path) is readable by group or others; run: chmod 600 \(path)"
+        case .permissionsTooOpen(let path):
+            // A path ending in "/" names a directory, which needs its x bit: 700, not 600.
+            let mode = path.hasSuffix("/") ? "700" : "600"
+            text = "\(path) is accessible by group or others; run: chmod \(mode) \(path)"
         case .storeFailure(let m): text = m
         }
         return Sanitize.line(text)

@@ -56,10 +56,11 @@ enum Harness {
                 try? inp.fileHandleForWriting.close()
             }
         }
-        var outData = Data(), errData = Data()
+        final class Box: @unchecked Sendable { var data = Data() }
+        let outBox = Box(), errBox = Box()
         let group = DispatchGroup()
-        group.enter(); DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-        group.enter(); DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        group.enter(); DispatchQueue.global().async { outBox.data = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        group.enter(); DispatchQueue.global().async { errBox.data = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
         var timedOut = false
         let deadline = Date().addingTimeInterval(timeout)
         while p.isRunning {
@@ -68,8 +69,8 @@ enum Harness {
         }
         p.waitUntilExit()
         group.wait()
-        return RunResult(status: p.terminationStatus, stdoutBytes: Array(outData),
-                         stderr: String(decoding: errData, as: UTF8.self), timedOut: timedOut)
+        return RunResult(status: p.terminationStatus, stdoutBytes: Array(outBox.data),
+                         stderr: String(decoding: errBox.data, as: UTF8.self), timedOut: timedOut)
     }
 }
 

@@ -1,0 +1,52 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The real wiring: Secret Service through libsecret, the age file store, the issuer over HTTPS.
+extension Services {
+    public static func live(environment env: [String: String], console: Console) -> Services {
+        let paths = Paths(environment: env)
+        return Services(
+            environment: env,
+            paths: paths,
+            makeSelector: { g in
+                StoreSelector(
+                    choice: g.store,
+                    secretService: { UnavailableStore(kind: .secretService, reason: "the Secret Service store is not built yet") },
+                    file: { AgeFileStore(environment: env, interactive: !g.nonInteractive) },
+                    fileHolds: { profile in
+                        // One lstat: whether the encrypted file exists decides where auto looks.
+                        guard let path = paths.encryptedFile(for: profile) else { return false }
+                        var st = stat()
+                        return lstat(path, &st) == 0
+                    },
+                    probe: { .unavailable("not built yet") })
+            },
+            makeRefresher: { _ in IssuerClient(config: try IssuerConfig.fromEnvironment(env)) },
+            revoke: { _, refreshToken in
+                do {
+                    let client = IssuerClient(config: try IssuerConfig.fromEnvironment(env))
+                    return client.revoke(refreshToken: refreshToken) ? nil : "the issuer did not confirm"
+                } catch let e as CredentialError {
+                    return e.message
+                } catch {
+                    return "\(error)"
+                }
+            },
+            // Tuning for tests and slow machines: how long a waiting `get` queues behind another
+            // process's refresh before exit 4 (default 60 s).
+            lockTimeout: env["CHATGPT_CREDENTIAL_LOCK_TIMEOUT"].flatMap { Double($0) }.map { min(max($0, 0), 600) } ?? 60)
+    }
+}
+
+/// Stands in for a store that cannot be used at all.
+final class UnavailableStore: CredentialStore {
+    let kind: StoreKind
+    let reason: String
+    init(kind: StoreKind, reason: String) { self.kind = kind; self.reason = reason }
+    func location(for profile: Profile) -> String { kind.rawValue }
+    func read(_ profile: Profile) throws -> [UInt8]? { throw CredentialError.storeUnavailable(reason) }
+    func write(_ profile: Profile, secret: [UInt8]) throws { throw CredentialError.storeUnavailable(reason) }
+    func delete(_ profile: Profile) throws -> Bool { throw CredentialError.storeUnavailable(reason) }
+    func profiles() throws -> [String] { throw CredentialError.storeUnavailable(reason) }
+}

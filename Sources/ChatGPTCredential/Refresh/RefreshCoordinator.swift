@@ -1,0 +1,182 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The issuer's refresh call (`IssuerClient` in production; scripted in tests).
+public protocol TokenRefreshing {
+    func refresh(refreshToken: String) -> RefreshResult
+}
+
+extension IssuerClient: TokenRefreshing {}
+
+/// The answer to `get`: a document to print from, plus notices for stderr.
+public struct FreshCredential: Sendable {
+    public var document: TokenDocument
+    public var notices: [String]
+    /// True when this process performed the refresh.
+    public var refreshed: Bool
+}
+
+/// The one place that decides and performs refreshes (SPEC "Refresh"):
+/// lock → re-read → decide → refresh → persist → answer. Refresh tokens are single-use, so the
+/// rotated document is persisted before anyone is given the new access token.
+public final class RefreshCoordinator {
+    public let profile: Profile
+    let store: CredentialStore
+    let lockPath: String?
+    let refresher: () throws -> TokenRefreshing
+    let now: () -> Int64
+    let lockTimeout: Double
+
+    public init(profile: Profile, store: CredentialStore, lockPath: String?, lockTimeout: Double = 60,
+                now: @escaping () -> Int64 = Clock.now, refresher: @escaping () throws -> TokenRefreshing) {
+        self.profile = profile
+        self.store = store
+        self.lockPath = lockPath
+        self.lockTimeout = lockTimeout
+        self.now = now
+        self.refresher = refresher
+    }
+
+    /// True when `document` must be refreshed before use.
+    public static func needsRefresh(_ d: TokenDocument, options: GetOptions, now: Int64) -> Bool {
+        options.forceRefresh || !d.hasAccessToken || d.expiresAt - now < max(300, options.minTTL)
+    }
+
+    /// Whether a stored token is still good enough to print when a refresh could not happen:
+    /// at least --min-ttl seconds left when one was given, else simply not yet expired.
+    static func stillUsable(_ d: TokenDocument, options: GetOptions, now: Int64) -> Bool {
+        guard d.hasAccessToken else { return false }
+        if let required = options.requiredTTL { return d.expiresAt - now >= required }
+        return d.expiresAt > now
+    }
+
+    public func fresh(_ initial: TokenDocument, options: GetOptions) throws -> FreshCredential {
+        if !Self.needsRefresh(initial, options: options, now: now()) {
+            return FreshCredential(document: initial, notices: [], refreshed: false)
+        }
+        if let code = initial.refreshRejected {
+            return try fallback(initial, options: options, permanent: code, notices: [])
+        }
+        return try exclusive {
+
+            // Another process may have refreshed while we waited: re-read under the lock.
+            guard let current = try store.load(profile) else { throw CredentialError.notSignedIn(profile: profile.name) }
+            if current.refreshToken != initial.refreshToken {
+                if let code = current.refreshRejected { return try fallback(current, options: options, permanent: code, notices: []) }
+                return FreshCredential(document: current, notices: [], refreshed: false)
+            }
+            if !Self.needsRefresh(current, options: options, now: now()) {
+                return FreshCredential(document: current, notices: [], refreshed: false)
+            }
+            if let code = current.refreshRejected {
+                return try fallback(current, options: options, permanent: code, notices: [])
+            }
+
+            switch try refresher().refresh(refreshToken: current.refreshToken) {
+            case .rotated(let t):
+                let next = current.rotated(accessToken: t.accessToken, refreshToken: t.refreshToken, idToken: t.idToken, now: now())
+                do {
+                    try store.save(next, for: profile)
+                } catch let e as CredentialError {
+                    // The old refresh token is spent; the new one exists only in memory.
+                    throw CredentialError.storeFailure("refreshed, but could not save the new tokens (\(e.message)); the previous refresh token is now spent: sign in again if the next get fails")
+                }
+                return FreshCredential(document: next, notices: [], refreshed: true)
+            case .rejected(let code):
+                var marked = current
+                marked.refreshRejected = code
+                try? store.save(marked, for: profile) // so later gets stop asking the issuer
+                return try fallback(marked, options: options, permanent: code, notices: [])
+            case .unavailable(let reason):
+                return try fallback(current, options: options, transient: reason)
+            }
+        }
+    }
+
+    /// Runs `body` holding the profile's lock: same-process callers queue on a mutex, other
+    /// processes on the flock. Every change to a stored document goes through here.
+    public func exclusive<T>(_ body: () throws -> T) throws -> T {
+        try ProfileMutex.shared.withLock(profile.name) {
+            let lock = try lockPath.map { try FileLock.acquire(path: $0, profile: profile, timeout: lockTimeout) }
+            defer { lock?.release() }
+            return try body()
+        }
+    }
+
+    /// git `erase`: the caller says `rejectedToken` was refused. Drop the stored access token only if
+    /// it is still that one (a late rejection of an older token changes nothing); keep the refresh
+    /// token so the next `get` refreshes. Returns true when something was dropped.
+    public func dropAccessToken(if matches: (TokenDocument) -> Bool) throws -> Bool {
+        try exclusive {
+            guard var current = try store.load(profile), current.hasAccessToken, matches(current) else { return false }
+            current.accessToken = ""
+            current.expiresAt = 0
+            try store.save(current, for: profile)
+            return true
+        }
+    }
+
+    private func fallback(_ d: TokenDocument, options: GetOptions, permanent code: String, notices: [String]) throws -> FreshCredential {
+        guard Self.stillUsable(d, options: options, now: now()) else {
+            throw CredentialError.refreshRejected(profile: profile.name, code: code)
+        }
+        let left = Duration.describe(d.expiresAt - now())
+        return FreshCredential(document: d, notices: notices + [
+            "warning: the issuer rejected the refresh token (\(Sanitize.line(code, limit: 60))); this token expires in \(left); sign in again soon: \(loginCommand)"
+        ], refreshed: false)
+    }
+
+    private func fallback(_ d: TokenDocument, options: GetOptions, transient reason: String) throws -> FreshCredential {
+        guard Self.stillUsable(d, options: options, now: now()) else {
+            throw CredentialError.temporary("could not refresh the token: \(reason)")
+        }
+        let left = Duration.describe(d.expiresAt - now())
+        return FreshCredential(document: d, notices: [
+            "notice: could not refresh the token (\(Sanitize.line(reason, limit: 120))); printing the stored one, which expires in \(left)"
+        ], refreshed: false)
+    }
+
+    var loginCommand: String {
+        profile == .default ? "chatgpt-credential login" : "chatgpt-credential --profile \(profile.name) login"
+    }
+}
+
+/// One mutex per profile inside this process, so concurrent callers in one process share the
+/// in-flight refresh (the second re-reads and finds the rotated tokens) instead of racing.
+final class ProfileMutex: @unchecked Sendable {
+    static let shared = ProfileMutex()
+    private var guardMutex = pthread_mutex_t()
+    private var mutexes: [String: UnsafeMutablePointer<pthread_mutex_t>] = [:]
+
+    init() { pthread_mutex_init(&guardMutex, nil) }
+
+    func withLock<T>(_ key: String, _ body: () throws -> T) throws -> T {
+        pthread_mutex_lock(&guardMutex)
+        let m: UnsafeMutablePointer<pthread_mutex_t>
+        if let existing = mutexes[key] { m = existing } else {
+            m = .allocate(capacity: 1)
+            pthread_mutex_init(m, nil)
+            mutexes[key] = m
+        }
+        pthread_mutex_unlock(&guardMutex)
+        pthread_mutex_lock(m)
+        defer { pthread_mutex_unlock(m) }
+        return try body()
+    }
+}
+
+/// "4 min 10 s", "2 h 5 min" — for notices and `status`. Negative spans read "expired … ago".
+public enum Duration {
+    public static func describe(_ seconds: Int64) -> String {
+        if seconds < 0 { return "expired " + span(-seconds) + " ago" }
+        return span(seconds)
+    }
+
+    static func span(_ seconds: Int64) -> String {
+        if seconds < 60 { return "\(seconds) s" }
+        if seconds < 3600 { return "\(seconds / 60) min \(seconds % 60) s" }
+        if seconds < 86400 { return "\(seconds / 3600) h \(seconds % 3600 / 60) min" }
+        return "\(seconds / 86400) d \(seconds % 86400 / 3600) h"
+    }
+}
