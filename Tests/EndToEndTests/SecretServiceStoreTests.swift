@@ -110,7 +110,7 @@ struct SecretServiceStoreTests {
             try #require(start.status == 0, "gnome-keyring-daemon --start failed")
 
             let probe = runStoreChild("probe", profile: name, env: bus.env)
-            #expect(probe.result == "probe locked", "\(probe.result) \(probe.raw.stderr.suffix(800))")
+            #expect(probe.result.hasPrefix("probe locked ") && probe.result.contains("locked"), "\(probe.result) \(probe.raw.stderr.suffix(800))")
             for op in ["read", "write", "delete", "profiles"] {
                 let child = runStoreChild(op, profile: name, secret: "new", env: bus.env)
                 #expect(child.result.hasPrefix("error 5 keyringLocked "), "\(op): \(child.result) \(child.raw.stderr.suffix(800))")
@@ -243,7 +243,7 @@ struct SecretServiceChild {
             case "probe":
                 switch SecretServiceStore.probe() {
                 case .available: result = "probe available"
-                case .locked: result = "probe locked"
+                case .locked(let why): result = "probe locked " + why
                 case .unavailable(let reason): result = "probe unavailable " + reason
                 }
             default: result = "unknown op \(op)"

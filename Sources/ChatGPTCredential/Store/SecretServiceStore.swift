@@ -19,12 +19,6 @@ import Glibc
 /// Only the non-variadic libsecret API is used (Swift cannot call C variadics). Every call runs on
 /// a worker thread under `Deadline` with a GCancellable that is cancelled when the deadline passes.
 public final class SecretServiceStore: CredentialStore {
-    public enum Availability: Equatable, Sendable {
-        case available
-        case locked
-        case unavailable(String)
-    }
-
     public static let serviceName = "chatgpt-credential"
 
     public let kind: StoreKind = .secretService
@@ -165,7 +159,7 @@ public final class SecretServiceStore: CredentialStore {
     /// For the `auto` selector: `.available` when the Secret Service answers within the deadline
     /// and its default collection is unlocked, `.locked` when that collection is locked,
     /// `.unavailable(reason)` otherwise (no bus, no service, no default keyring, timeout).
-    public static func probe(timeout: Double? = nil) -> Availability {
+    public static func probe(timeout: Double? = nil) -> SecretServiceAvailability {
         let store = SecretServiceStore(timeout: timeout)
         do {
             return try store.perform { service, cancellable in
@@ -175,10 +169,10 @@ public final class SecretServiceStore: CredentialStore {
                     return .unavailable("the Secret Service has no default keyring; create one (e.g. log in to the desktop session) or use --store file")
                 }
                 defer { g_object_unref(collection) }
-                return secret_collection_get_locked(collection) != 0 ? .locked : .available
+                return secret_collection_get_locked(collection) != 0 ? .locked(Self.lockedMessage) : .available
             }
-        } catch CredentialError.keyringLocked {
-            return .locked
+        } catch CredentialError.keyringLocked(let message) {
+            return .locked(message)
         } catch let error as CredentialError {
             return .unavailable(error.message)
         } catch {
