@@ -71,10 +71,9 @@ public final class SecretServiceStore: CredentialStore {
             if found.contains(where: { secret_item_get_locked($0) != 0 }) {
                 throw CredentialError.keyringLocked(Self.lockedMessage)
             }
-            let value = secret.withUnsafeBufferPointer { buf in
-                buf.baseAddress!.withMemoryRebound(to: CChar.self, capacity: max(buf.count, 1)) {
-                    secret_value_new($0, gssize(buf.count), "application/json")
-                }
+            let value: OpaquePointer = secret.withUnsafeBytes { raw in
+                guard let base = raw.baseAddress, raw.count > 0 else { return secret_value_new("", 0, "application/json") }
+                return secret_value_new(base.assumingMemoryBound(to: CChar.self), gssize(raw.count), "application/json")
             }
             defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
             var error: UnsafeMutablePointer<GError>?
