@@ -86,7 +86,8 @@ public struct IssuerClient {
 
     public static let deviceNotEnabledMessage =
         "device code sign-in is not enabled for this account: turn it on in ChatGPT Settings > Security "
-        + "(or ask your workspace admin), or sign in with: chatgpt-credential login --browser"
+        + "(or ask your workspace admin), or sign in with: chatgpt-credential login --browser "
+        + "(or --no-browser on a machine without one)"
 
     // MARK: Browser flow
 
@@ -156,7 +157,8 @@ public struct IssuerClient {
         guard Sanitize.isTokenSafe(id), Sanitize.isTokenSafe(code), code.utf8.count <= 64 else {
             throw CredentialError.loginFailed("the issuer sent a device code with unsafe characters")
         }
-        let interval = min(max(json["interval"]?.intValue ?? OAuthConstants.defaultPollInterval, 1), 60)
+        // 1...60 s; a loopback (test) issuer may ask for 0 so tests need not wait.
+        let interval = min(max(json["interval"]?.intValue ?? OAuthConstants.defaultPollInterval, config.isLoopback ? 0 : 1), 60)
         return DeviceCode(deviceAuthId: id, userCode: code, interval: interval,
                           verificationURL: config.deviceVerificationURL)
     }
