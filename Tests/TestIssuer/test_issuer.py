@@ -60,6 +60,8 @@ DEFAULT_CONFIG = {
     "omit_in_refresh": [],           # fields left out of refresh answers, e.g. ["id_token"]
     "authorize_error": None,         # e.g. "access_denied": /authorize redirects with error=
     "refresh_delay": 0,              # seconds every refresh grant waits before answering
+    "exchange_faults": [],           # the same kind of queue for authorization_code exchanges
+    "device_faults": [],             # and for device-token polls
     "faults": [],                    # queue for refresh grants, one entry consumed per request:
     #   {"status":500} {"status":429,"retry_after":2} {"status":401,"body":{...}} {"delay":5}
     #   {"html":true} {"huge":10485760} {"hang":true} {"drop_after_processing":true}
@@ -316,6 +318,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def exchange(self, p):
         with ISSUER.lock:
+            fault = ISSUER.config["exchange_faults"].pop(0) if ISSUER.config["exchange_faults"] else None
+            if fault is not None:
+                ISSUER.count("faults_served")
+        if fault is not None and self.serve_fault(fault):
+            return
+        with ISSUER.lock:
             code = ISSUER.auth_codes.pop(p.get("code", ""), None)
             registered = REGISTERED_BROWSER_REDIRECTS + (self.issuer_base() + "/deviceauth/callback",)
             problem = None
@@ -493,6 +501,14 @@ class Handler(BaseHTTPRequestHandler):
     def device_token(self, raw: bytes):
         p = self.parse_params(raw) or {}
         with ISSUER.lock:
+            fault = ISSUER.config["device_faults"].pop(0) if ISSUER.config["device_faults"] else None
+            if fault is not None:
+                ISSUER.count("faults_served")
+        if fault is not None and self.serve_fault(fault):
+            with ISSUER.lock:
+                ISSUER.count("device_polls")
+            return
+        with ISSUER.lock:
             ISSUER.count("device_polls")
             cfg = ISSUER.config
             dev = ISSUER.devices.get(p.get("device_auth_id", ""))
@@ -532,7 +548,7 @@ class Handler(BaseHTTPRequestHandler):
             if unknown:
                 return self.send_json(400, {"error": "unknown settings", "keys": unknown})
             for k, v in p.items():
-                ISSUER.config[k] = list(v) if k == "faults" else v
+                ISSUER.config[k] = list(v) if k in ("faults", "exchange_faults", "device_faults") else v
             cfg = json.loads(json.dumps(ISSUER.config))
         self.send_json(200, cfg)
 

@@ -177,7 +177,7 @@ public struct IssuerClient {
         switch response.status {
         case 200...299:
             guard let json else {
-                throw CredentialError.loginFailed("the issuer's answer was not JSON (\(describe(response)))")
+                throw CredentialError.loginFailed(parseProblem(response))
             }
             guard let auth = json["authorization_code"]?.stringValue, let verifier = json["code_verifier"]?.stringValue else {
                 throw CredentialError.loginFailed("the issuer's device answer lacks authorization_code or code_verifier")
@@ -320,6 +320,11 @@ public struct IssuerClient {
             return .failure(BodyProblem(reason: "the issuer's answer is not a JSON object (HTTP \(response.status))"))
         }
         return .success(json)
+    }
+
+    private func parseProblem(_ response: HTTPResponse) -> String {
+        if case .failure(let p) = parseJSON(response) { return p.reason }
+        return "the issuer's answer was not JSON (HTTP \(response.status))"
     }
 
     private func requireJSON(_ response: HTTPResponse, failure: (String) -> CredentialError) throws -> JSONValue {

@@ -12,6 +12,7 @@ public final class InterruptWatch {
     public let fd: Int32
     private let writeFD: Int32
     private var previous: sighandler_t?
+    private var previousMask = sigset_t()
 
     /// The write end for the signal handler (a plain global: set before the handler is installed).
     nonisolated(unsafe) fileprivate static var handlerFD: Int32 = -1
@@ -32,6 +33,12 @@ public final class InterruptWatch {
         let watch = InterruptWatch(read: fds[0], write: fds[1])
         handlerFD = fds[1]
         watch.previous = signal(SIGINT, interruptHandler)
+        // A parent may have started us with SIGINT blocked (some process launchers do); the
+        // person asked for an interactive sign-in, so Ctrl-C must reach the handler.
+        var unblock = sigset_t()
+        sigemptyset(&unblock)
+        sigaddset(&unblock, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &unblock, &watch.previousMask)
         return watch
     }
 
@@ -43,6 +50,7 @@ public final class InterruptWatch {
 
     /// Puts the previous SIGINT disposition back and closes the pipe.
     public func restore() {
+        pthread_sigmask(SIG_SETMASK, &previousMask, nil)
         if let previous { signal(SIGINT, previous) } else { signal(SIGINT, SIG_DFL) }
         previous = nil
         InterruptWatch.handlerFD = -1
