@@ -153,6 +153,17 @@ let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001
         #expect(f.nothingStored())
     }
 
+    @Test func issuerExpiryIsShownAndHonoured() throws {
+        let f = try LoginFixture(["interval": 1, "approve_after": 1000, "device_expires_in": 3, "device_send_expires_in": true])
+        let start = Date()
+        let r = f.run(["login", "--device"])
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("the code expires in 3 seconds"))
+        #expect(failureLine(r.stderr).contains("expired"))
+        #expect(Date().timeIntervalSince(start) < 8)
+        #expect(f.nothingStored())
+    }
+
     @Test func deviceSignInDisabledIsExplained() throws {
         let f = try LoginFixture(["device_disabled": true])
         let r = f.run(["login", "--device"])

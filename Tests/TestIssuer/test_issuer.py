@@ -55,6 +55,7 @@ DEFAULT_CONFIG = {
     "device_disabled": False,        # 404 on /usercode
     "device_deny": False,            # answer polls with access_denied
     "device_expires_in": 900,        # device code lifetime, seconds
+    "device_send_expires_in": False, # also tell the client that lifetime (expires_in) on /usercode
     "reuse_status": 401,             # status of a refresh_token_reused answer (400 also seen)
     "poison": None,                  # "esc" or "newline": access tokens carry ESC[2J or a newline
     "omit_in_refresh": [],           # fields left out of refresh answers, e.g. ["id_token"]
@@ -496,7 +497,10 @@ class Handler(BaseHTTPRequestHandler):
             ISSUER.devices[device_id] = {"user_code": user_code, "polls": 0, "created": time.time(),
                                          "last_poll": None, "interval": cfg["interval"]}
             interval = str(cfg["interval"]) if cfg["interval_as_string"] else cfg["interval"]
-        self.send_json(200, {"device_auth_id": device_id, "user_code": user_code, "interval": interval})
+            answer = {"device_auth_id": device_id, "user_code": user_code, "interval": interval}
+            if cfg["device_send_expires_in"]:
+                answer["expires_in"] = cfg["device_expires_in"]
+        self.send_json(200, answer)
 
     def device_token(self, raw: bytes):
         p = self.parse_params(raw) or {}

@@ -27,7 +27,8 @@ public struct DeviceCodeFlow {
 
     public func run() throws -> TokenGrant {
         let device = try client.requestDeviceCode()
-        show(device)
+        let lifetime = min(self.lifetime, device.expiresIn.map(Double.init) ?? self.lifetime)
+        show(device, lifetime: lifetime)
         let start = Clock.monotonicMillis()
         let deadline = start + Int64(lifetime * 1000)
         var nextReminder = start + Int64(reminderEvery * 1000)
@@ -40,8 +41,8 @@ public struct DeviceCodeFlow {
             if !Waiter.sleep(pause, interrupt: interrupt) { throw InterruptWatch.cancelled }
             if Clock.monotonicMillis() >= deadline { throw Self.expiredMessage }
             if Clock.monotonicMillis() >= nextReminder {
-                let left = max(1, Int((deadline - Clock.monotonicMillis()) / 60_000))
-                console.err("chatgpt-credential: still waiting for approval; the code expires in \(left) minute\(left == 1 ? "" : "s")")
+                let left = Double(deadline - Clock.monotonicMillis()) / 1000
+                console.err("chatgpt-credential: still waiting for approval; the code expires in \(Self.duration(left))")
                 nextReminder += Int64(reminderEvery * 1000)
             }
             let answer: DevicePoll
@@ -73,15 +74,17 @@ public struct DeviceCodeFlow {
         }
     }
 
-    func show(_ device: DeviceCode) {
+    func show(_ device: DeviceCode, lifetime: Double) {
         let p = "chatgpt-credential: "
         let url = Sanitize.line(device.verificationURL, limit: 2048)
         let code = Sanitize.line(device.userCode, limit: 64)
         // OSC 52 offers the code (and only the code) to the terminal's clipboard; never when
         // stderr is not a terminal (a log file must not carry escapes).
         var clipboard = ""
+        var shown = code
         if console.stderrIsTerminal {
             clipboard = "\u{1B}]52;c;" + Base64.encode(Array(code.utf8)) + "\u{07}"
+            shown = "\u{1B}[1m" + code + "\u{1B}[0m" // bold; our own escape, the code itself is checked
         }
         console.err(p + "to sign in, open this page in a browser on any device:")
         console.err("")
@@ -89,13 +92,20 @@ public struct DeviceCodeFlow {
         console.err("")
         console.err(p + "and enter this one-time code:")
         console.err("")
-        console.err("        " + code + clipboard)
+        console.err("        " + shown + clipboard)
         console.err("")
         if !clipboard.isEmpty { console.err(p + "(your terminal may also have copied the code to the clipboard)") }
         console.err(p + "never share this code or enter it for someone else: device codes are a favourite phishing trick, "
                     + "and whoever enters it signs in as you. Enter it only on \(host(of: url)).")
-        let minutes = Int(lifetime / 60)
-        console.err(p + "the code expires in \(minutes) minutes; waiting for approval (Ctrl-C to cancel)")
+        console.err(p + "the code expires in \(Self.duration(lifetime)); waiting for approval (Ctrl-C to cancel)")
+    }
+
+    /// "15 minutes", "1 minute", "45 seconds".
+    static func duration(_ seconds: Double) -> String {
+        let s = max(0, Int(seconds.rounded()))
+        if s < 60 { return "\(s) second\(s == 1 ? "" : "s")" }
+        let m = s / 60
+        return "\(m) minute\(m == 1 ? "" : "s")"
     }
 
     private func host(of url: String) -> String {

@@ -42,12 +42,15 @@ public struct DeviceCode: Equatable, Sendable {
     public var interval: Int
     /// Where the person enters `userCode`.
     public var verificationURL: String
+    /// Seconds until the code expires, when the issuer says (`expires_in`); else 15 minutes apply.
+    public var expiresIn: Int?
 
-    public init(deviceAuthId: String, userCode: String, interval: Int, verificationURL: String) {
+    public init(deviceAuthId: String, userCode: String, interval: Int, verificationURL: String, expiresIn: Int? = nil) {
         self.deviceAuthId = deviceAuthId
         self.userCode = userCode
         self.interval = interval
         self.verificationURL = verificationURL
+        self.expiresIn = expiresIn
     }
 }
 
@@ -159,8 +162,9 @@ public struct IssuerClient {
         }
         // 1...60 s; a loopback (test) issuer may ask for 0 so tests need not wait.
         let interval = min(max(json["interval"]?.intValue ?? OAuthConstants.defaultPollInterval, config.isLoopback ? 0 : 1), 60)
+        let expiresIn = json["expires_in"]?.intValue.map { min(max($0, 1), 3600) }
         return DeviceCode(deviceAuthId: id, userCode: code, interval: interval,
-                          verificationURL: config.deviceVerificationURL)
+                          verificationURL: config.deviceVerificationURL, expiresIn: expiresIn)
     }
 
     /// One poll. Throws `.temporary` for 5xx and network errors (keep polling until the deadline),

@@ -3,7 +3,7 @@ import Glibc
 #endif
 
 /// A deliberately small HTTP/1.1 server for the browser sign-in's redirect: it listens on
-/// 127.0.0.1 only (never 0.0.0.0), serves GET requests one answer per connection
+/// 127.0.0.1 only (never 0.0.0.0), serves GET requests, one answer per connection
 /// (`Connection: close`), and bounds everything a client controls:
 /// - the request line and headers together are at most `maxHeaderBytes` (else 431);
 /// - each connection must deliver its request within `readDeadlineMillis` (else it is dropped),
@@ -161,12 +161,13 @@ public final class LoopbackListener {
                         respond(c.fd, Response(status: 400, html: Self.page("Bad request", "This address only answers requests for localhost:\(port).")))
                         continue
                     }
-                    guard request.method == "GET" || request.method == "HEAD" else {
-                        respond(c.fd, Response(status: 405, html: Self.page("Method not allowed", "Only GET is supported.")), head: false)
+                    // GET only: a HEAD (or anything else) must not spend the one-time code.
+                    guard request.method == "GET" else {
+                        respond(c.fd, Response(status: 405, html: Self.page("Method not allowed", "Only GET is supported.")))
                         continue
                     }
                     let (response, next) = handler(request)
-                    respond(c.fd, response, head: request.method == "HEAD")
+                    respond(c.fd, response)
                     if next == .stop {
                         for f in finished { if f != c.fd { close(f) } }
                         close(c.fd)
@@ -259,7 +260,7 @@ public final class LoopbackListener {
         return host == "localhost:\(port)" || host == "127.0.0.1:\(port)"
     }
 
-    private func respond(_ fd: Int32, _ r: Response, head: Bool = false) {
+    private func respond(_ fd: Int32, _ r: Response) {
         let reason: String
         switch r.status {
         case 200: reason = "OK"
@@ -278,10 +279,10 @@ public final class LoopbackListener {
         text += "X-Content-Type-Options: nosniff\r\n"
         text += "Referrer-Policy: no-referrer\r\n"
         text += "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'\r\n"
-        if r.status == 405 { text += "Allow: GET, HEAD\r\n" }
+        if r.status == 405 { text += "Allow: GET\r\n" }
         text += "\r\n"
         var bytes = Array(text.utf8)
-        if !head { bytes += body }
+        bytes += body
         let stop = Clock.monotonicMillis() + 2000
         var off = 0
         while off < bytes.count {
