@@ -351,6 +351,14 @@ let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001
         #expect(f.run(["get"]).status == 0)
     }
 
+    @Test func browserListFallsThroughToAProgramThatStarts() throws {
+        let f = try LoginFixture()
+        let browser = f.browserScript()
+        let r = f.run(["login", "--browser"], env: ["BROWSER": f.sandbox.root + "/no-such-browser:" + browser.program])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(f.browserLog(browser.log).first?.hasPrefix("final:200:") == true)
+    }
+
     @Test func wrongStateIsRefusedThenRightStateAccepted() throws {
         let f = try LoginFixture()
         let browser = f.browserScript(badStateFirst: true)

@@ -26,9 +26,29 @@ extension Runner {
             stored = document
         }
 
+        do {
+            try runFlow(chosen, g, client: client, interrupt: interrupt, keep: keep)
+        } catch let e as CredentialError where e == InterruptWatch.cancelled {
+            // The terminal echoed "^C" without a newline; start the message on a line of its own.
+            if console.stderrIsTerminal { console.err("") }
+            throw e
+        }
+        guard let d = stored else { throw CredentialError.loginFailed("the sign-in ended without tokens") }
+        let email = d.email.isEmpty ? "unknown email" : d.email
+        let plan = d.plan.isEmpty ? "unknown plan" : d.plan
+        let account = d.accountId.isEmpty ? "unknown" : d.accountId
+        console.err(Sanitize.line("Signed in as \(email) (\(plan)), account \(account)"))
+        return .exit(0)
+    }
+
+    private func runFlow(_ chosen: LoginMode, _ g: GlobalOptions, client: IssuerClient, interrupt: InterruptWatch?,
+                         keep: (TokenGrant) throws -> Void) throws {
+        let env = services.environment
         switch chosen {
         case .device:
-            try keep(try DeviceCodeFlow(client: client, console: console, interrupt: interrupt).run())
+            var flow = DeviceCodeFlow(client: client, console: console, interrupt: interrupt)
+            flow.debug = { self.verbose(g, $0) }
+            try keep(try flow.run())
         case .paste:
             let flow = PasteBackFlow(client: client, console: console, interrupt: interrupt, nonInteractive: g.nonInteractive)
             try flow.checkUsable()
@@ -39,11 +59,5 @@ extension Runner {
             flow.debug = { self.verbose(g, $0) }
             try flow.run(complete: keep)
         }
-        guard let d = stored else { throw CredentialError.loginFailed("the sign-in ended without tokens") }
-        let email = d.email.isEmpty ? "unknown email" : d.email
-        let plan = d.plan.isEmpty ? "unknown plan" : d.plan
-        let account = d.accountId.isEmpty ? "unknown" : d.accountId
-        console.err(Sanitize.line("Signed in as \(email) (\(plan)), account \(account)"))
-        return .exit(0)
     }
 }

@@ -29,7 +29,7 @@ public struct BrowserFlow {
     }
 
     public static let cancelledByOther =
-        CredentialError.loginFailed("cancelled by another login (a newer 'chatgpt-credential login' took over the callback port); nothing was stored")
+        CredentialError.failure("sign-in cancelled by another login (a newer 'chatgpt-credential login' took over the callback port); nothing was stored")
 
     public func run(complete: (TokenGrant) throws -> Void) throws {
         let listener = try bindListener()
@@ -45,10 +45,17 @@ public struct BrowserFlow {
             console.err("")
             console.err("    " + Sanitize.line(url, limit: 4096))
             console.err("")
-            switch Spawned.start([launcher.program, url], environment: environment, quiet: launcher.quiet) {
-            case .success(let s): child = s
-            case .failure(let e): console.err(p + "could not open a browser (\(e.message)); open the address above yourself")
+            // $BROWSER may list several programs separated by ':' (the old convention); the first
+            // that starts wins. Each gets the URL as its single argument, without a shell.
+            var problem: CredentialError?
+            for program in launcher.programs {
+                switch Spawned.start([program, url], environment: environment, quiet: launcher.quiet) {
+                case .success(let s): child = s; problem = nil
+                case .failure(let e): problem = e
+                }
+                if child != nil { debug("started \(program)"); break }
             }
+            if let problem { console.err(p + "could not open a browser (\(problem.message)); open the address above yourself") }
         } else {
             console.err(p + "open this address in a browser on this machine to sign in:")
             console.err("")
@@ -150,11 +157,15 @@ public struct BrowserFlow {
         throw CredentialError.loginFailed("ports \(list) on 127.0.0.1 are in use (another sign-in?); stop it, or use --device or --no-browser")
     }
 
-    /// `$BROWSER` when set (the whole value is the program), else `xdg-open` when a display exists.
-    func launchCommand() -> (program: String, quiet: Bool)? {
-        if let b = environment["BROWSER"], !b.trimmingSpaces().isEmpty { return (b.trimmingSpaces(), false) }
+    /// `$BROWSER` when set (a program name or path; several may be separated by ':'), else
+    /// `xdg-open` when a display exists. `quiet`: the program's output is discarded (xdg-open).
+    func launchCommand() -> (programs: [String], quiet: Bool)? {
+        if let b = environment["BROWSER"] {
+            let programs = b.split(separator: ":").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty }
+            if !programs.isEmpty { return (programs, false) }
+        }
         let hasDisplay = !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
-        return hasDisplay ? ("xdg-open", true) : nil
+        return hasDisplay ? (["xdg-open"], true) : nil
     }
 }
 

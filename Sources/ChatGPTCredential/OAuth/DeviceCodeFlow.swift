@@ -15,6 +15,8 @@ public struct DeviceCodeFlow {
     public var maxConsecutiveFailures = 3
     /// Reminder of the time left, this often.
     public var reminderEvery: Double = 5 * 60
+    /// Diagnostics for --verbose.
+    public var debug: (String) -> Void = { _ in }
 
     public init(client: IssuerClient, console: Console, interrupt: InterruptWatch?) {
         self.client = client
@@ -51,6 +53,7 @@ public struct DeviceCodeFlow {
             } catch CredentialError.temporary(let why) {
                 if interrupt?.fired == true { throw InterruptWatch.cancelled }
                 failures += 1
+                debug("poll failed (\(why)); \(failures) in a row")
                 if failures >= maxConsecutiveFailures {
                     throw CredentialError.temporary("gave up polling for the device sign-in after \(failures) failed attempts (\(why)); nothing was stored")
                 }
@@ -59,6 +62,7 @@ public struct DeviceCodeFlow {
             }
             if interrupt?.fired == true { throw InterruptWatch.cancelled }
             failures = 0
+            debug("poll: \(answer.debugName)")
             switch answer {
             case .pending:
                 continue
@@ -112,5 +116,18 @@ public struct DeviceCodeFlow {
         guard let r = url.firstRange(of: "://") else { return url }
         let rest = url[r.upperBound...]
         return String(rest.prefix { $0 != "/" })
+    }
+}
+
+extension DevicePoll {
+    /// For --verbose: never the code or verifier.
+    var debugName: String {
+        switch self {
+        case .pending: return "pending"
+        case .slowDown: return "slow down"
+        case .approved: return "approved"
+        case .expired: return "expired"
+        case .denied(let r): return "denied (\(r))"
+        }
     }
 }
