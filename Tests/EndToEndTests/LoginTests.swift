@@ -293,6 +293,20 @@ let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001
         #expect(f.run(["get"]).status == 0)
     }
 
+    @Test func pastedRefusalIsReported() throws {
+        let f = try LoginFixture(["authorize_error": "access_denied"])
+        let live = try LiveRun(f.sandbox, ["login", "--no-browser"])
+        #expect(live.waitFor("press Enter"))
+        let url = try #require(authorizeURL(in: live.stderr))
+        let address = try #require(finalAddress(url, issuerPort: f.issuer.port))
+        #expect(address.contains("error=access_denied"))
+        live.send(address + "\n")
+        #expect(live.wait(timeout: 30) == 1)
+        #expect(failureLine(live.stderr).contains("declined in the browser (access_denied"))
+        #expect(f.counter("code_exchanges") + f.counter("code_exchange_failures") == 0)
+        #expect(f.nothingStored())
+    }
+
     @Test func wrongStateIsRefused() throws {
         let f = try LoginFixture()
         let r = f.run(["login", "--no-browser"], stdin: "http://localhost:1455/auth/callback?code=ac_forged&state=not-ours\n")
