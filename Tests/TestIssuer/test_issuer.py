@@ -61,6 +61,7 @@ DEFAULT_CONFIG = {
     "omit_in_refresh": [],           # fields left out of refresh answers, e.g. ["id_token"]
     "authorize_error": None,         # e.g. "access_denied": /authorize redirects with error=
     "refresh_delay": 0,              # seconds every refresh grant waits before answering
+    "abandon_if_disconnected": False,  # after refresh_delay: a client that hung up is not rotated
     "exchange_faults": [],           # the same kind of queue for authorization_code exchanges
     "device_faults": [],             # and for device-token polls
     "faults": [],                    # queue for refresh grants, one entry consumed per request:
@@ -362,6 +363,11 @@ class Handler(BaseHTTPRequestHandler):
         try:
             if delay:
                 bounded_sleep(delay, ISSUER.stop)
+                if ISSUER.config.get("abandon_if_disconnected") and self.client_gone():
+                    # Like a server that notices the hang-up before it starts the rotation.
+                    with ISSUER.lock:
+                        ISSUER.count("refresh_abandoned")
+                    return
             if fault is not None and self.serve_fault(fault):
                 return
             status, body = self.rotate(p)
@@ -376,6 +382,15 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             with ISSUER.lock:
                 ISSUER.in_flight -= 1
+
+    def client_gone(self) -> bool:
+        """True when the peer has closed its end (readable with nothing to read)."""
+        import select, socket
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def serve_fault(self, f) -> bool:
         """Serves a scripted fault; returns False when the request should proceed normally."""
