@@ -125,6 +125,24 @@ let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001
         #expect(get.stdout.hasPrefix("eyJ") && get.stdout.hasSuffix("\n"))
     }
 
+    @Test(.enabled(if: hasSessionBus, "no D-Bus session bus: run under scripts/with-keyring (make test does)"))
+    func autoStoresInTheSecretService() throws {
+        let issuer = try TestIssuer()
+        try issuer.configure(["interval": 0, "approve_after": 0])
+        let sb = Sandbox(bus: .inherit)
+        sb.env["CHATGPT_CREDENTIAL_ISSUER"] = issuer.url
+        let name = uniqueProfile("login")
+        defer { _ = sb.run(["--profile", name, "erase", "--no-revoke"]) }
+        let r = sb.run(["--profile", name, "login", "--device"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.hasSuffix(signedInLine + "\n"))
+        let status = sb.run(["--profile", name, "status", "--json"])
+        #expect(status.stdout.contains("secret-service"), "\(status.stdout)")
+        #expect(sb.run(["--profile", name, "get"]).status == 0)
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: sb.dataDir)) ?? []
+        #expect(!files.contains { $0.hasSuffix(".age") })
+    }
+
     @Test func pendingUntilApprovedAfterNPolls() throws {
         let f = try LoginFixture(["interval": 0, "approve_after": 5])
         let r = f.run(["login", "--device"])
