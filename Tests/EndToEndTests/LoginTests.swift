@@ -63,7 +63,7 @@ final class LoginFixture {
         with open(\(#""\#(log)""#), "w") as f:
             json.dump(log, f)
         """
-        FileManager.default.createFile(atPath: path, contents: Data(script.utf8), attributes: [.posixPermissions: 0o755])
+        _ = FileManager.default.createFile(atPath: path, contents: Data(script.utf8), attributes: [.posixPermissions: 0o755])
         return (path, log)
     }
 
@@ -465,7 +465,7 @@ let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001
         let f = try LoginFixture()
         let marker = f.sandbox.root + "/browser-was-run"
         let trap = f.sandbox.root + "/trap.sh"
-        FileManager.default.createFile(atPath: trap, contents: Data("#!/bin/sh\ntouch '\(marker)'\n".utf8),
+        _ = FileManager.default.createFile(atPath: trap, contents: Data("#!/bin/sh\ntouch '\(marker)'\n".utf8),
                                        attributes: [.posixPermissions: 0o755])
         let live = try LiveRun(f.sandbox, ["--non-interactive", "login", "--browser"], env: ["BROWSER": trap, "DISPLAY": ":0"])
         #expect(live.waitFor("waiting for the browser"))
