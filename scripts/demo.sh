@@ -40,7 +40,8 @@ print(urllib.request.urlopen(req, timeout=10).read().decode())
 PY
 }
 counter() { admin GET /__admin/stats | python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
-step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+if [ -t 1 ]; then bold=$(printf '\033[1m'); plain=$(printf '\033[0m'); else bold=; plain=; fi
+step() { printf '\n%s$ %s%s\n' "$bold" "$*" "$plain"; }
 short() { sed -E 's/([A-Za-z0-9_-]{24})[A-Za-z0-9_.-]+/\1…/g'; } # tokens are long; show their start
 
 echo "chatgpt-credential demo — a local test issuer on $CHATGPT_CREDENTIAL_ISSUER, throwaway HOME $HOME"
