@@ -58,39 +58,64 @@ public final class RefreshCoordinator {
         if let code = initial.refreshRejected {
             return try fallback(initial, options: options, permanent: code, notices: [])
         }
-        return try exclusive {
+        guard let lockPath else { return try exclusive { try refreshHoldingLock(initial, options: options) } }
+        let lock = try FileLock.open(path: lockPath)
+        defer { lock.release() }
+        let started = Clock.monotonicMillis()
+        func remaining() -> Double { lockTimeout - Double(Clock.monotonicMillis() - started) / 1000 }
+        if try !lock.tryLock(.exclusive) {
+            // A refresh is under way elsewhere: wait for it (shared, so every waiter reads at once),
+            // then use what it stored.
+            try lock.lock(.shared, profile: profile, timeout: remaining())
+            if case .answered(let answer) = try lookAgain(initial, options: options) { return answer }
+            lock.unlock()
+            try lock.lock(.exclusive, profile: profile, timeout: remaining())
+        }
+        return try refreshHoldingLock(initial, options: options)
+    }
 
-            // Another process may have refreshed while we waited: re-read under the lock.
-            guard let current = try store.load(profile) else { throw CredentialError.notSignedIn(profile: profile.name) }
-            if current.refreshToken != initial.refreshToken {
-                if let code = current.refreshRejected { return try fallback(current, options: options, permanent: code, notices: []) }
-                return FreshCredential(document: current, notices: [], refreshed: false)
-            }
-            if !Self.needsRefresh(current, options: options, now: now()) {
-                return FreshCredential(document: current, notices: [], refreshed: false)
-            }
-            if let code = current.refreshRejected {
-                return try fallback(current, options: options, permanent: code, notices: [])
-            }
+    enum Reread {
+        /// Another process already dealt with it (rotated, refreshed, or found it rejected).
+        case answered(FreshCredential)
+        /// Still ours to refresh: the document as stored now.
+        case stale(TokenDocument)
+    }
 
-            switch try refresher().refresh(refreshToken: current.refreshToken) {
-            case .rotated(let t):
-                let next = current.rotated(accessToken: t.accessToken, refreshToken: t.refreshToken, idToken: t.idToken, now: now())
-                do {
-                    try store.save(next, for: profile)
-                } catch let e as CredentialError {
-                    // The old refresh token is spent; the new one exists only in memory.
-                    throw CredentialError.storeFailure("refreshed, but could not save the new tokens (\(e.message)); the previous refresh token is now spent: sign in again if the next get fails")
-                }
-                return FreshCredential(document: next, notices: [], refreshed: true)
-            case .rejected(let code):
-                var marked = current
-                marked.refreshRejected = code
-                try? store.save(marked, for: profile) // so later gets stop asking the issuer
-                return try fallback(marked, options: options, permanent: code, notices: [])
-            case .unavailable(let reason):
-                return try fallback(current, options: options, transient: reason)
+    /// Re-reads the store: what another process left there may make our refresh unnecessary.
+    private func lookAgain(_ initial: TokenDocument, options: GetOptions) throws -> Reread {
+        guard let current = try store.load(profile) else { throw CredentialError.notSignedIn(profile: profile.name) }
+        if let code = current.refreshRejected { return .answered(try fallback(current, options: options, permanent: code, notices: [])) }
+        if current.refreshToken != initial.refreshToken || !Self.needsRefresh(current, options: options, now: now()) {
+            return .answered(FreshCredential(document: current, notices: [], refreshed: false))
+        }
+        return .stale(current)
+    }
+
+    /// Holding the exclusive lock: re-read (another process may have refreshed while we waited),
+    /// refresh, persist, answer.
+    private func refreshHoldingLock(_ initial: TokenDocument, options: GetOptions) throws -> FreshCredential {
+        let current: TokenDocument
+        switch try lookAgain(initial, options: options) {
+        case .answered(let answer): return answer
+        case .stale(let document): current = document
+        }
+        switch try refresher().refresh(refreshToken: current.refreshToken) {
+        case .rotated(let t):
+            let next = current.rotated(accessToken: t.accessToken, refreshToken: t.refreshToken, idToken: t.idToken, now: now())
+            do {
+                try store.save(next, for: profile)
+            } catch let e as CredentialError {
+                // The old refresh token is spent; the new one exists only in memory.
+                throw CredentialError.storeFailure("refreshed, but could not save the new tokens (\(e.message)); the previous refresh token is now spent: sign in again if the next get fails")
             }
+            return FreshCredential(document: next, notices: [], refreshed: true)
+        case .rejected(let code):
+            var marked = current
+            marked.refreshRejected = code
+            try? store.save(marked, for: profile) // so later gets stop asking the issuer
+            return try fallback(marked, options: options, permanent: code, notices: [])
+        case .unavailable(let reason):
+            return try fallback(current, options: options, transient: reason)
         }
     }
 

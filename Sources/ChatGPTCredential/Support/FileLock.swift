@@ -2,19 +2,24 @@
 import Glibc
 #endif
 
-/// An exclusive per-profile lock across processes: `flock(2)` on a 0600 lock file. The kernel
-/// drops it when the holder dies (even by SIGKILL), so a crashed refresh never wedges the profile.
+/// The per-profile lock across processes: `flock(2)` on a 0600 lock file. Refreshes hold it
+/// exclusively; callers that find a refresh under way wait for a shared lock and then read what
+/// it stored, all at once rather than one by one. The kernel drops a lock when its holder dies
+/// (even by SIGKILL), so a crashed refresh never wedges the profile.
 public final class FileLock {
+    public enum Mode { case shared, exclusive }
+
     private var fd: Int32
+    private let path: String
 
-    private init(fd: Int32) { self.fd = fd }
+    private init(fd: Int32, path: String) { self.fd = fd; self.path = path }
 
-    /// Waits up to `timeout` seconds; throws `lockTimeout` after that, `storeFailure` when the
-    /// lock file cannot be opened (a FIFO, a symlink, a directory, no permission).
-    public static func acquire(path: String, profile: Profile, timeout: Double) throws -> FileLock {
+    /// Opens (creating) the lock file without locking it. Throws `storeFailure` when it cannot be
+    /// used: a FIFO, a symlink, a directory, no permission.
+    public static func open(path: String) throws -> FileLock {
         let dir = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
         try AtomicFile.checkDirectory(dir, create: true)
-        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0o600)
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0o600)
         guard fd >= 0 else {
             throw CredentialError.storeFailure("cannot open the lock file \(path): \(FileSystem.errorText(errno))")
         }
@@ -24,22 +29,41 @@ public final class FileLock {
             throw CredentialError.storeFailure("the lock file \(path) is not a regular file; remove it")
         }
         if st.st_mode & 0o077 != 0 { fchmod(fd, 0o600) }
-        let deadline = Clock.monotonicMillis() + Int64(timeout * 1000)
-        var pause: UInt32 = 5_000
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR else {
-                let e = errno
-                close(fd)
-                throw CredentialError.storeFailure("cannot lock \(path): \(FileSystem.errorText(e))")
-            }
-            if Clock.monotonicMillis() >= deadline {
-                close(fd)
-                throw CredentialError.lockTimeout(profile: profile.name)
-            }
-            usleep(pause + UInt32.random(in: 0...pause))
-            pause = min(pause * 2, 50_000)
+        return FileLock(fd: fd, path: path)
+    }
+
+    /// Opens the lock file and waits up to `timeout` seconds for the exclusive lock.
+    public static func acquire(path: String, profile: Profile, timeout: Double) throws -> FileLock {
+        let lock = try open(path: path)
+        do { try lock.lock(.exclusive, profile: profile, timeout: timeout) } catch { lock.release(); throw error }
+        return lock
+    }
+
+    /// One attempt; false when another holder is in the way.
+    public func tryLock(_ mode: Mode) throws -> Bool {
+        while true {
+            if flock(fd, (mode == .exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0 { return true }
+            if errno == EINTR { continue }
+            if errno == EWOULDBLOCK { return false }
+            throw CredentialError.storeFailure("cannot lock \(path): \(FileSystem.errorText(errno))")
         }
-        return FileLock(fd: fd)
+    }
+
+    /// Waits up to `timeout` seconds (NaN or negative: none); `lockTimeout` (exit 4) after that.
+    /// Polls with short jittered pauses, so waiters notice a release within milliseconds.
+    public func lock(_ mode: Mode, profile: Profile, timeout: Double) throws {
+        let bounded = timeout.isNaN ? 0 : min(max(timeout, 0), 3600)
+        let deadline = Clock.monotonicMillis() + Int64(bounded * 1000)
+        var pause: UInt32 = 1_000
+        while try !tryLock(mode) {
+            if Clock.monotonicMillis() >= deadline { throw CredentialError.lockTimeout(profile: profile.name) }
+            usleep(pause + UInt32.random(in: 0...pause))
+            pause = min(pause * 2, 8_000)
+        }
+    }
+
+    public func unlock() {
+        if fd >= 0 { flock(fd, LOCK_UN) }
     }
 
     public func release() {
