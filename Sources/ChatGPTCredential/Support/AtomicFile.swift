@@ -29,6 +29,9 @@ public enum AtomicFile {
         guard fstat(fd, &st) == 0 else { throw CredentialError.storeFailure("cannot stat \(path): \(errorText())") }
         guard st.st_mode & S_IFMT == S_IFREG else { throw CredentialError.storeFailure("\(path) is not a regular file; remove it") }
         if isLoose(st.st_mode) { throw CredentialError.permissionsTooOpen(path: path) }
+        // Another user's file is not ours to trust, whatever its mode (a symlink target of the
+        // passphrase file is the caller's choice, so only files read without following are checked).
+        if !followSymlinks { try checkOwner(st, path) }
         var out: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 16384)
         while true {
@@ -65,9 +68,20 @@ public enum AtomicFile {
             }
         }
         guard st.st_mode & S_IFMT == S_IFDIR else { throw CredentialError.storeFailure("\(path) is not a directory; remove it") }
+        // Another user could swap files in a directory they own, whatever its mode.
+        try checkOwner(st, path + "/")
         // The trailing slash tells the message this is a directory (chmod 700).
         if isLoose(st.st_mode) { throw CredentialError.permissionsTooOpen(path: path + "/") }
         return true
+    }
+
+    /// Refuses a file or directory that belongs to another user (root bypasses modes, so the
+    /// owner is what tells another user's file apart).
+    static func checkOwner(_ st: stat, _ path: String) throws {
+        guard st.st_uid == geteuid() else {
+            throw CredentialError.storeFailure(
+                "\(path) belongs to another user (uid \(st.st_uid)); refusing to use it: remove it, or run as its owner")
+        }
     }
 
     private static func makeDirectories(_ path: String) throws {
