@@ -159,6 +159,30 @@ import Glibc
         #expect(try s.storedDocument() != nil)
     }
 
+    /// A writer killed between creating its temp file and renaming it leaves `.NAME.age.tmp-PID-*`
+    /// behind; the next write removes those of dead PIDs, and never a live writer's or a foreign name.
+    @Test func staleTempFilesOfDeadWritersAreSwept() throws {
+        let issuer = try TestIssuer()
+        let s = Sandbox(bus: .none, store: "file")
+        try s.storeSeeded(issuer)
+        let dead = Process()
+        dead.executableURL = URL(fileURLWithPath: "/bin/true")
+        try dead.run()
+        dead.waitUntilExit()
+        let stale = [".default.age.tmp-\(dead.processIdentifier)-0a1b2c", ".identity.tmp-\(dead.processIdentifier)-3d4e"]
+        let kept = [".default.age.tmp-\(getpid())-5f6a7b", ".default.age.tmp-notapid-1", "default.age.tmp-\(dead.processIdentifier)-1"]
+        for name in stale + kept {
+            let dir = name.hasPrefix(".identity") ? s.configDir : s.dataDir
+            #expect(FileManager.default.createFile(atPath: dir + "/" + name, contents: Data("age ciphertext".utf8),
+                                                   attributes: [.posixPermissions: 0o600]))
+        }
+        let t = try issuer.seed()
+        #expect(s.run(["store"], stdin: t.storeJSON).status == 0)
+        #expect(Hostile.listing(s.dataDir) == (["default.age", "default.lock"] + kept).sorted())
+        // The identity's directory is swept only when a key is written; the credential's was.
+        #expect(Hostile.listing(s.configDir).contains(stale[1]))
+    }
+
     // MARK: another user, loose modes
 
     @Test(arguments: ["owner", "mode"])

@@ -186,7 +186,13 @@ import Glibc
                 } else {
                     #expect(g.status == 0, "\(label): \(g.stderr)")
                     #expect(!g.stdout.isEmpty)
-                    if g.stderr.contains("rejected") { outcomes["rotation lost after the issuer answered", default: 0] += 1 }
+                    if g.stderr.contains("rejected") { outcomes["rotation lost (killed after the issuer rotated, before the write)", default: 0] += 1 }
+                }
+                if !leftovers.isEmpty {
+                    outcomes["temp file left by the kill (swept by the next write)", default: 0] += 1
+                    let next = try issuer.seed()
+                    #expect(s.run(["store"], stdin: next.storeJSON).status == 0)
+                    #expect(Hostile.listing(s.dataDir).filter { $0.hasPrefix(".") }.isEmpty, "\(label): not swept")
                 }
             }
             summary.append("\(op.rawValue): \(perOperation) trials, typical \(String(format: "%.0f", typical * 1000)) ms, \(outcomes.sorted { $0.key < $1.key })")
