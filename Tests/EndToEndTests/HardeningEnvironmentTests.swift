@@ -30,6 +30,16 @@ import Glibc
         #expect(Hostile.listing(s.root) == before)
         #expect(Hostile.listing(s.configDir).isEmpty) // no key minted for a store that cannot be written
         for secret in t.secrets { #expect(!r.stderr.contains(secret)) }
+        // login (when this build has it) ends the same way; its last stderr line is the error.
+        if Hostile.loginImplemented {
+            try issuer.configure(["approve_after": 0, "interval": 0])
+            let l = s.run(["login", "--device"], env: ["XDG_DATA_HOME": dataHome], timeout: 60)
+            #expect(l.status == 5, "\(l.stderr)")
+            let last = l.stderr.split(separator: "\n").last.map(String.init) ?? ""
+            #expect(last.contains(kind == "under-a-file" ? "Not a directory" : "/proc/1"), "\(l.stderr)")
+            #expect(Hostile.listing(s.root) == before)
+            #expect(Hostile.listing(s.configDir).isEmpty)
+        }
         // get in the same environment: the same class of error, not "not signed in".
         let g = s.run(["get"], env: ["XDG_DATA_HOME": dataHome])
         #expect(g.status == 5 || g.status == 3, "\(g.stderr)")

@@ -51,17 +51,23 @@ import Glibc
         _ = bg.finish()
     }
 
-    /// -v and CHATGPT_CREDENTIAL_DEBUG=1 of store, get, a refresh, status and erase, in passphrase
-    /// mode: stderr carries no access, refresh or id token (old or rotated) and no passphrase.
-    @Test func verboseDiagnosticsCarryNoSecrets() throws {
+    static var hasBus: Bool { ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"] != nil }
+
+    /// -v and CHATGPT_CREDENTIAL_DEBUG=1 of store, get, a refresh, status and erase — in the file
+    /// store's passphrase mode and in the Secret Service: stderr carries no access, refresh or id
+    /// token (old or rotated) and no passphrase.
+    @Test(arguments: ["file", "secret-service"])
+    func verboseDiagnosticsCarryNoSecrets(store: String) throws {
+        if store == "secret-service" && !Self.hasBus { Issue.record("no D-Bus session: run the suite through scripts/with-keyring"); return }
         let issuer = try TestIssuer()
-        let s = Sandbox(bus: .none, store: "file")
+        let s = Sandbox(bus: store == "file" ? .none : .inherit, store: store)
         s.env["CHATGPT_CREDENTIAL_ISSUER"] = issuer.url
+        s.env["CHATGPT_CREDENTIAL_PROFILE"] = uniqueProfile("verbose")
         let passphrase = "correct horse battery staple \(UInt32.random(in: 0...UInt32.max))"
         let passFile = s.root + "/passphrase"
         #expect(FileManager.default.createFile(atPath: passFile, contents: Data((passphrase + "\n").utf8),
                                                attributes: [.posixPermissions: 0o600]))
-        s.env["CHATGPT_CREDENTIAL_PASSPHRASE_FILE"] = passFile
+        if store == "file" { s.env["CHATGPT_CREDENTIAL_PASSPHRASE_FILE"] = passFile }
         var stderrs: [String] = []
         var secrets = [passphrase]
         func run(_ args: [String], stdin: String? = nil, debugEnv: Bool) -> RunResult {
