@@ -90,7 +90,10 @@ import Glibc
     @Test func sigkillAtRandomPointsLosesNothing() throws {
         var rng = SeededRandom(seed: 0x5EED_2026)
         let operations: [Operation] = Hostile.loginImplemented ? [.refresh, .store, .login] : [.refresh, .store]
-        let perOperation = 100 / operations.count
+        // 100 in all: the first operation (refresh) takes the remainder.
+        func trials(_ op: Operation) -> Int {
+            100 / operations.count + (op == operations[0] ? 100 % operations.count : 0)
+        }
         let issuer = try TestIssuer()
         var summary: [String] = []
         for op in operations {
@@ -117,7 +120,7 @@ import Glibc
                     if r.status != 0 { throw HardeningFailure("login --device: \(r.stderr)") }
                 }
             }
-            for trial in 0..<perOperation {
+            for trial in 0..<trials(op) {
                 let delay = Double.random(in: 0...typical, using: &rng)
                 let s = Sandbox(bus: .none, store: "file")
                 s.env["CHATGPT_CREDENTIAL_ISSUER"] = issuer.url
@@ -195,7 +198,7 @@ import Glibc
                     #expect(Hostile.listing(s.dataDir).filter { $0.hasPrefix(".") }.isEmpty, "\(label): not swept")
                 }
             }
-            summary.append("\(op.rawValue): \(perOperation) trials, typical \(String(format: "%.0f", typical * 1000)) ms, \(outcomes.sorted { $0.key < $1.key })")
+            summary.append("\(op.rawValue): \(trials(op)) trials, typical \(String(format: "%.0f", typical * 1000)) ms, \(outcomes.sorted { $0.key < $1.key })")
         }
         print("HardeningLoadTests.sigkillAtRandomPointsLosesNothing: " + summary.joined(separator: "; "))
         if !Hostile.loginImplemented {
