@@ -67,6 +67,7 @@ DEFAULT_CONFIG = {
     "faults": [],                    # queue for refresh grants, one entry consumed per request:
     #   {"status":500} {"status":429,"retry_after":2} {"status":401,"body":{...}} {"delay":5}
     #   {"html":true} {"huge":10485760} {"hang":true} {"drop_after_processing":true}
+    #   {"redirect":"http://127.0.0.1:PORT/x","status":307} (Location answer, default status 302)
 }
 
 
@@ -432,6 +433,9 @@ class Handler(BaseHTTPRequestHandler):
             except (BrokenPipeError, ConnectionResetError, OSError):
                 pass
             self.close_connection = True
+            return True
+        if "redirect" in f:
+            self.send_raw(int(f.get("status", 302)), b"", "text/plain", {"Location": f["redirect"]})
             return True
         if f.get("html"):
             body = b"<!DOCTYPE html><html><head><title>Just a moment...</title></head><body>challenge</body></html>"

@@ -20,7 +20,9 @@ public enum GetFormatter {
         case .header:
             return "Authorization: Bearer \(try safe(d.accessToken, "access token"))\nChatGPT-Account-ID: \(try safe(d.accountId, "account id"))\n"
         case .env:
-            return "CHATGPT_ACCESS_TOKEN=\(shellQuote(try safe(d.accessToken, "access token")))\nCHATGPT_ACCOUNT_ID=\(shellQuote(d.accountId))\n"
+            // The account id may be unknown (empty) but never carries control bytes to a terminal.
+            let account = d.accountId.isEmpty ? "" : try safe(d.accountId, "account id")
+            return "CHATGPT_ACCESS_TOKEN=\(shellQuote(try safe(d.accessToken, "access token")))\nCHATGPT_ACCOUNT_ID=\(shellQuote(account))\n"
         }
     }
 

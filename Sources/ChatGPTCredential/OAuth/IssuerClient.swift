@@ -177,7 +177,7 @@ public struct IssuerClient {
         let response = try send("POST", OAuthConstants.deviceTokenPath, body: Array(body.utf8),
                                 contentType: "application/json", policy: .none)
         let json = try? parseJSON(response).get()
-        let code = json.flatMap(Self.errorCode)
+        let code = json.flatMap { Self.errorCode($0) }
         switch response.status {
         case 200...299:
             guard let json else {
@@ -225,8 +225,11 @@ public struct IssuerClient {
         do {
             response = try send("POST", OAuthConstants.tokenPath, body: bytes, contentType: "application/json",
                                 policy: retry, isFinal: { permanentRefreshError($0) != nil })
+        } catch CredentialError.temporary(let why) {
+            // The caller words it ("…; try again later") once.
+            return .unavailable(reason: Self.redact(Sanitize.line(why), [refreshToken]))
         } catch let error as CredentialError {
-            return .unavailable(reason: error.message)
+            return .unavailable(reason: Self.redact(error.message, [refreshToken]))
         } catch {
             return .unavailable(reason: "the request to the issuer failed")
         }
@@ -254,7 +257,8 @@ public struct IssuerClient {
         }
         if response.status == 401 { return .rejected(code: "unauthorized") }
         if isTransientStatus(response.status) { return .unavailable(reason: statusProblem(response)) }
-        return .unavailable(reason: "the issuer refused the refresh (\(describe(response)))")
+        // An issuer that echoes the request back must not get the refresh token into a message.
+        return .unavailable(reason: "the issuer refused the refresh (\(describe(response, redacting: [refreshToken])))")
     }
 
     /// Revokes a refresh token; best effort, one attempt, `revokeTimeout` seconds at most.
@@ -338,20 +342,33 @@ public struct IssuerClient {
         }
     }
 
-    /// The error code from `error` (a string), `error.code`, or a top-level `code`; sanitized.
-    static func errorCode(_ json: JSONValue) -> String? {
+    /// The error code from `error` (a string), `error.code`, or a top-level `code`; sanitized,
+    /// with every one of `secrets` cut out.
+    static func errorCode(_ json: JSONValue, redacting secrets: [String] = []) -> String? {
         let raw = json["error"]?.stringValue ?? json["error"]?["code"]?.stringValue ?? json["code"]?.stringValue
         guard let raw else { return nil }
-        let clean = Sanitize.line(raw, limit: 80)
+        let clean = Sanitize.line(redact(Sanitize.line(raw, limit: Int.max), secrets), limit: 80)
         return clean.isEmpty ? nil : clean
     }
 
-    /// The human-readable message from `error_description`, `error.message` or `message`; sanitized.
-    static func errorMessage(_ json: JSONValue) -> String? {
+    /// The human-readable message from `error_description`, `error.message` or `message`; sanitized,
+    /// with every one of `secrets` cut out.
+    static func errorMessage(_ json: JSONValue, redacting secrets: [String] = []) -> String? {
         let raw = json["error_description"]?.stringValue ?? json["error"]?["message"]?.stringValue ?? json["message"]?.stringValue
         guard let raw else { return nil }
-        let clean = Sanitize.line(raw, limit: 200)
+        let clean = Sanitize.line(redact(Sanitize.line(raw, limit: Int.max), secrets), limit: 200)
         return clean.isEmpty ? nil : clean
+    }
+
+    /// `text` with every occurrence of each secret replaced by `[redacted]`. Applied after control
+    /// bytes are stripped (so a token split by them is still found) and before any truncation (so
+    /// no prefix of a token survives a cut).
+    static func redact(_ text: String, _ secrets: [String]) -> String {
+        var out = text
+        for secret in secrets where secret.utf8.count >= 8 {
+            out = out.replacing(secret, with: "[redacted]")
+        }
+        return out
     }
 
     private func isTransientStatus(_ status: Int) -> Bool { status == 429 || (500...599).contains(status) }
@@ -362,11 +379,11 @@ public struct IssuerClient {
     }
 
     /// "HTTP 400: code: message", vendor text sanitized.
-    private func describe(_ response: HTTPResponse) -> String {
+    private func describe(_ response: HTTPResponse, redacting secrets: [String] = []) -> String {
         var s = "HTTP \(response.status)"
         if let json = try? parseJSON(response).get() {
-            if let c = Self.errorCode(json) { s += ": " + c }
-            if let m = Self.errorMessage(json) { s += ": " + m }
+            if let c = Self.errorCode(json, redacting: secrets) { s += ": " + c }
+            if let m = Self.errorMessage(json, redacting: secrets) { s += ": " + m }
         }
         return s
     }

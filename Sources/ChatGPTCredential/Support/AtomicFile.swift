@@ -29,6 +29,9 @@ public enum AtomicFile {
         guard fstat(fd, &st) == 0 else { throw CredentialError.storeFailure("cannot stat \(path): \(errorText())") }
         guard st.st_mode & S_IFMT == S_IFREG else { throw CredentialError.storeFailure("\(path) is not a regular file; remove it") }
         if isLoose(st.st_mode) { throw CredentialError.permissionsTooOpen(path: path) }
+        // Another user's file is not ours to trust, whatever its mode (a symlink target of the
+        // passphrase file is the caller's choice, so only files read without following are checked).
+        if !followSymlinks { try checkOwner(st, path) }
         var out: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 16384)
         while true {
@@ -65,9 +68,20 @@ public enum AtomicFile {
             }
         }
         guard st.st_mode & S_IFMT == S_IFDIR else { throw CredentialError.storeFailure("\(path) is not a directory; remove it") }
+        // Another user could swap files in a directory they own, whatever its mode.
+        try checkOwner(st, path + "/")
         // The trailing slash tells the message this is a directory (chmod 700).
         if isLoose(st.st_mode) { throw CredentialError.permissionsTooOpen(path: path + "/") }
         return true
+    }
+
+    /// Refuses a file or directory that belongs to another user (root bypasses modes, so the
+    /// owner is what tells another user's file apart).
+    static func checkOwner(_ st: stat, _ path: String) throws {
+        guard st.st_uid == geteuid() else {
+            throw CredentialError.storeFailure(
+                "\(path) belongs to another user (uid \(st.st_uid)); refusing to use it: remove it, or run as its owner")
+        }
     }
 
     private static func makeDirectories(_ path: String) throws {
@@ -97,6 +111,7 @@ public enum AtomicFile {
     /// fsyncs it. Returns the temp path; the caller renames or links it and must unlink it on failure.
     private static func writeTemp(_ bytes: [UInt8], beside path: String) throws -> String {
         let (dir, base) = split(path)
+        removeStaleTemps(in: dir, base: base)
         var suffix = ""
         for b in Sodium.random(6) { suffix += String(b, radix: 16) }
         let tmp = "\(dir)/.\(base).tmp-\(getpid())-\(suffix)"
@@ -121,6 +136,28 @@ public enum AtomicFile {
         guard fsync(fd) == 0 else { throw CredentialError.storeFailure("cannot write \(path): \(errorText()); check free space in \(dir)") }
         ok = true
         return tmp
+    }
+
+    /// Removes `.BASE.tmp-PID-*` files in `dir` left by a writer that was killed before it could
+    /// rename or unlink them: only regular files of ours whose PID is no longer alive (a live
+    /// writer's temp file is never touched). They hold ciphertext only, but should not pile up.
+    static func removeStaleTemps(in dir: String, base: String) {
+        guard let d = opendir(dir) else { return }
+        defer { closedir(d) }
+        let prefix = "." + base + ".tmp-"
+        while let entry = readdir(d) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            guard name.hasPrefix(prefix) else { continue }
+            let rest = name.dropFirst(prefix.count)
+            guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0 else { continue }
+            guard kill(pid, 0) != 0 && errno == ESRCH else { continue }
+            var st = stat()
+            let full = dir + "/" + name
+            guard lstat(full, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid() else { continue }
+            unlink(full)
+        }
     }
 
     /// Atomically replaces `path` with `bytes` (mode 0600): readers see the old file or the new

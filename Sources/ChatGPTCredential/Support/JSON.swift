@@ -273,7 +273,10 @@ public enum JSON {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
+                // C0, DEL and C1 controls, and the bidi overrides/isolates, are written as \u
+                // escapes: JSON printed to a terminal can then neither drive it nor reorder it.
+                let v = scalar.value
+                if v < 0x20 || (0x7F...0x9F).contains(v) || (0x202A...0x202E).contains(v) || (0x2066...0x2069).contains(v) {
                     let hex = String(scalar.value, radix: 16)
                     out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
                 } else {
