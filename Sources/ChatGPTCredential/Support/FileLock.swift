@@ -24,7 +24,9 @@ public final class FileLock {
             throw CredentialError.storeFailure("the lock file \(path) is not a regular file; remove it")
         }
         if st.st_mode & 0o077 != 0 { fchmod(fd, 0o600) }
-        let deadline = Clock.monotonicMillis() + Int64(timeout * 1000)
+        // Int64(_:) traps on NaN and on huge values (CHATGPT_CREDENTIAL_LOCK_TIMEOUT=nan got here).
+        let wait = timeout.isNaN ? 0 : min(max(timeout, 0), 86_400)
+        let deadline = Clock.monotonicMillis() + Int64(wait * 1000)
         var pause: UInt32 = 5_000
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             guard errno == EWOULDBLOCK || errno == EINTR else {
