@@ -59,6 +59,20 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         require(isCleanLine(reason), "reason with control bytes: \(reason.debugDescription)")
     }
 
+    // Retry-After and the retry loop: never more attempts than allowed, never sleeping past the
+    // budget, whatever the header says (fake clock, no real sleeping).
+    let retryAfter = String(decoding: body.prefix(24), as: UTF8.self)
+    if let ra = RetryPolicy.retryAfterSeconds(retryAfter) { require(ra >= 0 && ra <= 9_999_999_999, "Retry-After \(ra)") }
+    var clock = 0.0, slept = 0.0, attempts = 0
+    var policy = RetryPolicy.standard
+    policy.sleep = { s in require(s >= 0 && s.isFinite, "sleep(\(s))"); slept += s; clock += s }
+    policy.now = { clock }
+    policy.random = { 0.999 }
+    let retried = HTTPResponse(status: status, headers: ["Retry-After": retryAfter], body: [])
+    _ = try? policy.run { _ in attempts += 1; clock += 0.5; return retried }
+    require(attempts >= 1 && attempts <= policy.maxAttempts, "\(attempts) attempts")
+    require(slept <= policy.totalBudget, "slept \(slept) s, budget \(policy.totalBudget) s")
+
     if let json = try? JSON.parse(body) {
         if let c = IssuerClient.errorCode(json) { require(isCleanLine(c) && !c.isEmpty, "unclean error code") }
         if let m = IssuerClient.errorMessage(json) { require(isCleanLine(m) && !m.isEmpty, "unclean error message") }
