@@ -1,0 +1,119 @@
+# bash completion for chatgpt-credential(1)                              -*- shell-script -*-
+# Installed as share/bash-completion/completions/chatgpt-credential; also works without the
+# bash-completion package (source it). Kept in step with CommandLineSpec.swift by DocsTests.
+
+# Profile names from `status --all`: the first tab-separated column of each line. Lines without
+# a tab ("No profiles signed in.") and anything not shaped like a profile name are skipped;
+# errors print nothing. stdin is /dev/null, so the Secret Service deadline is the short one.
+_chatgpt_credential_profiles()
+{
+    local line name
+    command chatgpt-credential status --all --non-interactive </dev/null 2>/dev/null |
+        while IFS= read -r line; do
+            [[ $line == *$'\t'* ]] || continue
+            name=${line%%$'\t'*}
+            [[ $name =~ ^[A-Za-z0-9._-]{1,64}$ ]] && printf '%s\n' "$name"
+        done
+}
+
+_chatgpt_credential()
+{
+    local cur=${COMP_WORDS[COMP_CWORD]} prev= prefix=
+    local verbs="login get store erase status exec help"
+    local globals="--profile --store --protocol --non-interactive --verbose -v --version --help -h"
+    (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}
+    COMPREPLY=()
+
+    # --opt=value: with '=' in COMP_WORDBREAKS (the default) the words are "--opt" "=" "val".
+    if [[ $cur == = && $prev == --* ]]; then
+        cur=
+    elif [[ $prev == = ]] && (( COMP_CWORD > 1 )); then
+        prev=${COMP_WORDS[COMP_CWORD-2]}
+    elif [[ $cur == --*=* ]]; then
+        # '=' is not a word break here: complete the value, keep the "--opt=" prefix.
+        prev=${cur%%=*}
+        prefix=$prev=
+        cur=${cur#*=}
+    fi
+
+    # Find the verb (and, for exec, the "--" after which the command starts).
+    local i w verb= wire=plain dashdash=
+    for (( i = 1; i < COMP_CWORD; i++ )); do
+        w=${COMP_WORDS[i]}
+        if [[ -n $verb ]]; then
+            [[ $verb == exec && $w == -- ]] && { dashdash=$i; break; }
+            continue
+        fi
+        case $w in
+            --profile|--store|--protocol)
+                (( i++ ))
+                [[ ${COMP_WORDS[i]} == = ]] && (( i++ ))
+                [[ $w == --protocol ]] && wire=${COMP_WORDS[i]} ;;
+            --protocol=*) wire=${w#*=} ;;
+            -*|=) ;;
+            *) verb=$w ;;
+        esac
+    done
+
+    # exec -- CMD ARG…: complete the command as the shell would.
+    if [[ -n $dashdash ]]; then
+        if (( COMP_CWORD == dashdash + 1 )); then
+            COMPREPLY=($(compgen -c -- "$cur" | sort -u))
+        elif declare -F _command_offset >/dev/null; then
+            _command_offset $(( dashdash + 1 ))
+        else
+            COMPREPLY=($(compgen -f -- "$cur"))
+        fi
+        return 0
+    fi
+
+    # Values of options.
+    local values IFS=$' \t\n'
+    case $prev in
+        --store) values="auto secret-service file" ;;
+        --protocol) values="plain git docker" ;;
+        --profile) values=$(_chatgpt_credential_profiles) ;;
+        --min-ttl) return 0 ;;
+        --from-codex)
+            # An optional PATH: offer files unless the word looks like the next option.
+            if [[ $verb == store && ( -n $prefix || $cur != -* ) ]]; then
+                IFS=$'\n'
+                COMPREPLY=($(compgen -f -- "$cur"))
+                [[ -n $prefix ]] && COMPREPLY=("${COMPREPLY[@]/#/$prefix}")
+                compopt -o filenames 2>/dev/null
+                return 0
+            fi ;;
+    esac
+    if [[ $prev == --store || $prev == --protocol || $prev == --profile ]]; then
+        COMPREPLY=($(compgen -W "$values" -- "$cur"))
+        [[ -n $prefix ]] && COMPREPLY=("${COMPREPLY[@]/#/$prefix}")
+        return 0
+    fi
+
+    # Options of the verb, plus the global options.
+    local opts=$globals
+    case $verb in
+        login) opts+=" --device --browser --no-browser" ;;
+        get) opts+=" --account-id --id-token --json --header --env --min-ttl --force-refresh" ;;
+        store) opts+=" --from-codex" ;;
+        erase) opts+=" --no-revoke" ;;
+        status) opts+=" --json --all" ;;
+        exec) opts+=" --" ;;
+    esac
+
+    if [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+    elif [[ -z $verb ]]; then
+        case $wire in
+            git) COMPREPLY=($(compgen -W "get store erase" -- "$cur")) ;;
+            docker) COMPREPLY=($(compgen -W "get store erase list version" -- "$cur")) ;;
+            *) COMPREPLY=($(compgen -W "$verbs" -- "$cur")) ;;
+        esac
+    elif [[ $verb == help && $prev == help ]]; then
+        COMPREPLY=($(compgen -W "$verbs" -- "$cur"))
+    fi
+    return 0
+} &&
+    complete -F _chatgpt_credential chatgpt-credential
+
+# ex: filetype=sh

@@ -1,0 +1,115 @@
+# fish completion for chatgpt-credential(1). Installed as
+# share/fish/vendor_completions.d/chatgpt-credential.fish. Kept in step with
+# CommandLineSpec.swift by DocsTests.
+
+# Profile names from `status --all`: the first tab-separated column of each line; lines without
+# a tab ("No profiles signed in.") and anything not shaped like a profile name are skipped.
+# Errors print nothing; stdin is /dev/null, so the Secret Service deadline is the short one.
+function __chatgpt_credential_profiles
+    type -q chatgpt-credential; or return 0
+    command chatgpt-credential status --all --non-interactive </dev/null 2>/dev/null | while read -l line
+        set -l fields (string split -m 1 \t -- $line)
+        test (count $fields) -ge 2; or continue
+        string match -qr '^[A-Za-z0-9._-]{1,64}$' -- $fields[1]; and echo $fields[1]
+    end
+end
+
+# The verb on the command line so far (skipping global options and their values), or nothing.
+function __chatgpt_credential_verb
+    set -l words (commandline -opc)
+    set -e words[1]
+    while set -q words[1]
+        switch $words[1]
+            case --profile --store --protocol
+                set -e words[1]
+            case '-*'
+            case '*'
+                echo $words[1]
+                return 0
+        end
+        set -e words[1]
+    end
+    return 1
+end
+
+function __chatgpt_credential_no_verb
+    not __chatgpt_credential_verb >/dev/null
+end
+
+function __chatgpt_credential_verb_is
+    set -l verb (__chatgpt_credential_verb); or return 1
+    test "$verb" = "$argv[1]"
+end
+
+# After `exec … --`: true, and the command line from the command on.
+function __chatgpt_credential_exec_command
+    __chatgpt_credential_verb_is exec; or return 1
+    set -l words (commandline -opc)
+    set -l i (contains -i -- -- $words); or return 1
+    set -e words[1..$i]
+    set -l escaped
+    for w in $words
+        set -a escaped (string escape -- $w)
+    end
+    string join ' ' -- $escaped (commandline -ct)
+    return 0 # string join fails when it joined a single word
+end
+
+function __chatgpt_credential_in_exec_command
+    __chatgpt_credential_exec_command >/dev/null
+end
+
+function __chatgpt_credential_complete_exec_command
+    complete -C (__chatgpt_credential_exec_command)
+end
+
+set -l c chatgpt-credential
+complete -c $c -f
+
+# Verbs.
+complete -c $c -n __chatgpt_credential_no_verb -a login -d 'sign in and store the tokens'
+complete -c $c -n __chatgpt_credential_no_verb -a get -d 'print a fresh access token'
+complete -c $c -n __chatgpt_credential_no_verb -a store -d 'store a credential read from stdin'
+complete -c $c -n __chatgpt_credential_no_verb -a erase -d 'revoke and remove the stored credential'
+complete -c $c -n __chatgpt_credential_no_verb -a status -d 'show who is signed in (no secrets)'
+complete -c $c -n __chatgpt_credential_no_verb -a exec -d 'run CMD with the token in its environment'
+complete -c $c -n __chatgpt_credential_no_verb -a help -d 'show help for a verb'
+complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status exec help'
+
+# Global options, before or after the verb (not after exec's --).
+set -l g 'not __chatgpt_credential_in_exec_command'
+complete -c $c -n $g -l profile -x -a '(__chatgpt_credential_profiles)' -d 'which signed-in account'
+complete -c $c -n $g -l store -x -a 'auto secret-service file' -d 'where tokens live'
+complete -c $c -n $g -l protocol -x -a 'plain git docker' -d 'how verbs read stdin and write stdout'
+complete -c $c -n $g -l non-interactive -d 'never prompt, never open a browser'
+complete -c $c -n $g -s v -l verbose -d 'diagnostics on stderr, secrets redacted'
+complete -c $c -n $g -l version -d 'print the version and exit'
+complete -c $c -n $g -s h -l help -d 'show help'
+
+# login
+complete -c $c -n '__chatgpt_credential_verb_is login' -l device -d 'device code flow'
+complete -c $c -n '__chatgpt_credential_verb_is login' -l browser -d 'browser flow with a loopback listener'
+complete -c $c -n '__chatgpt_credential_verb_is login' -l no-browser -d 'print the URL, paste the address back'
+
+# get
+complete -c $c -n '__chatgpt_credential_verb_is get' -l account-id -d 'print the ChatGPT account id'
+complete -c $c -n '__chatgpt_credential_verb_is get' -l id-token -d 'print the id token'
+complete -c $c -n '__chatgpt_credential_verb_is get' -l json -d 'print token, account, expiry, email, plan as JSON'
+complete -c $c -n '__chatgpt_credential_verb_is get' -l header -d 'print the two HTTP headers'
+complete -c $c -n '__chatgpt_credential_verb_is get' -l env -d 'print shell assignments for eval'
+complete -c $c -n '__chatgpt_credential_verb_is get' -l min-ttl -x -d 'refresh unless valid this many seconds'
+complete -c $c -n '__chatgpt_credential_verb_is get' -l force-refresh -d 'refresh now'
+
+# store
+complete -c $c -n '__chatgpt_credential_verb_is store' -l from-codex -r -F -d "import Codex's auth.json [PATH]"
+
+# erase
+complete -c $c -n '__chatgpt_credential_verb_is erase' -l no-revoke -d 'do not revoke at the issuer'
+
+# status
+complete -c $c -n '__chatgpt_credential_verb_is status' -l json -d 'machine-readable output'
+complete -c $c -n '__chatgpt_credential_verb_is status' -l all -d 'every profile in either store'
+
+# exec -- CMD ARG…
+complete -c $c -n '__chatgpt_credential_verb_is exec; and not __chatgpt_credential_in_exec_command' -a -- -d 'the command follows'
+complete -c $c -n __chatgpt_credential_in_exec_command -x -a '(__chatgpt_credential_complete_exec_command)'
