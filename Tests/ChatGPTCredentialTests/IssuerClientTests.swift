@@ -480,3 +480,14 @@ final class SlowTransport: HTTPTransport {
                                            ("client_id", .string(OAuthConstants.clientID))]))
     }
 }
+
+@Suite struct DeviceCodeExpiryTests {
+    @Test func expiresInIsReadAndBounded() throws {
+        let (c1, _) = try makeClient([.json(200, #"{"device_auth_id":"da_1","user_code":"AB-CD","interval":5,"expires_in":"600"}"#)])
+        #expect(try c1.requestDeviceCode().expiresIn == 600)
+        let (c2, _) = try makeClient([.json(200, #"{"device_auth_id":"da_1","user_code":"AB-CD","interval":5,"expires_in":99999}"#)])
+        #expect(try c2.requestDeviceCode().expiresIn == 3600)
+        let (c3, _) = try makeClient([.json(200, #"{"device_auth_id":"da_1","user_code":"AB-CD","interval":5}"#)])
+        #expect(try c3.requestDeviceCode().expiresIn == nil)
+    }
+}

@@ -55,12 +55,15 @@ DEFAULT_CONFIG = {
     "device_disabled": False,        # 404 on /usercode
     "device_deny": False,            # answer polls with access_denied
     "device_expires_in": 900,        # device code lifetime, seconds
+    "device_send_expires_in": False, # also tell the client that lifetime (expires_in) on /usercode
     "reuse_status": 401,             # status of a refresh_token_reused answer (400 also seen)
     "poison": None,                  # "esc" or "newline": access tokens carry ESC[2J or a newline
     "omit_in_refresh": [],           # fields left out of refresh answers, e.g. ["id_token"]
     "authorize_error": None,         # e.g. "access_denied": /authorize redirects with error=
     "refresh_delay": 0,              # seconds every refresh grant waits before answering
     "abandon_if_disconnected": False,  # after refresh_delay: a client that hung up is not rotated
+    "exchange_faults": [],           # the same kind of queue for authorization_code exchanges
+    "device_faults": [],             # and for device-token polls
     "faults": [],                    # queue for refresh grants, one entry consumed per request:
     #   {"status":500} {"status":429,"retry_after":2} {"status":401,"body":{...}} {"delay":5}
     #   {"html":true} {"huge":10485760} {"hang":true} {"drop_after_processing":true}
@@ -317,6 +320,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def exchange(self, p):
         with ISSUER.lock:
+            fault = ISSUER.config["exchange_faults"].pop(0) if ISSUER.config["exchange_faults"] else None
+            if fault is not None:
+                ISSUER.count("faults_served")
+        if fault is not None and self.serve_fault(fault):
+            return
+        with ISSUER.lock:
             code = ISSUER.auth_codes.pop(p.get("code", ""), None)
             registered = REGISTERED_BROWSER_REDIRECTS + (self.issuer_base() + "/deviceauth/callback",)
             problem = None
@@ -503,10 +512,21 @@ class Handler(BaseHTTPRequestHandler):
             ISSUER.devices[device_id] = {"user_code": user_code, "polls": 0, "created": time.time(),
                                          "last_poll": None, "interval": cfg["interval"]}
             interval = str(cfg["interval"]) if cfg["interval_as_string"] else cfg["interval"]
-        self.send_json(200, {"device_auth_id": device_id, "user_code": user_code, "interval": interval})
+            answer = {"device_auth_id": device_id, "user_code": user_code, "interval": interval}
+            if cfg["device_send_expires_in"]:
+                answer["expires_in"] = cfg["device_expires_in"]
+        self.send_json(200, answer)
 
     def device_token(self, raw: bytes):
         p = self.parse_params(raw) or {}
+        with ISSUER.lock:
+            fault = ISSUER.config["device_faults"].pop(0) if ISSUER.config["device_faults"] else None
+            if fault is not None:
+                ISSUER.count("faults_served")
+        if fault is not None and self.serve_fault(fault):
+            with ISSUER.lock:
+                ISSUER.count("device_polls")
+            return
         with ISSUER.lock:
             ISSUER.count("device_polls")
             cfg = ISSUER.config
@@ -547,7 +567,7 @@ class Handler(BaseHTTPRequestHandler):
             if unknown:
                 return self.send_json(400, {"error": "unknown settings", "keys": unknown})
             for k, v in p.items():
-                ISSUER.config[k] = list(v) if k == "faults" else v
+                ISSUER.config[k] = list(v) if k in ("faults", "exchange_faults", "device_faults") else v
             cfg = json.loads(json.dumps(ISSUER.config))
         self.send_json(200, cfg)
 

@@ -12,7 +12,7 @@ extension Services {
             makeSelector: { g in
                 StoreSelector(
                     choice: g.store,
-                    secretService: { UnavailableStore(kind: .secretService, reason: "the Secret Service store is not built yet") },
+                    secretService: { SecretServiceStore() },
                     file: { AgeFileStore(environment: env, interactive: !g.nonInteractive) },
                     fileHolds: { profile in
                         // One lstat: whether the encrypted file exists decides where auto looks.
@@ -20,7 +20,7 @@ extension Services {
                         var st = stat()
                         return lstat(path, &st) == 0
                     },
-                    probe: { .unavailable("not built yet") })
+                    probe: { SecretServiceStore.probe() })
             },
             makeRefresher: { _ in IssuerClient(config: try IssuerConfig.fromEnvironment(env)) },
             revoke: { _, refreshToken in

@@ -67,8 +67,8 @@ public final class Runner {
             env["CHATGPT_ACCESS_TOKEN"] = fresh.document.accessToken
             env["CHATGPT_ACCOUNT_ID"] = fresh.document.accountId
             return .replaceProcess(argv: argv, environment: env)
-        case .login:
-            throw CredentialError.notImplemented("login")
+        case .login(let mode):
+            return try login(g, mode: mode)
         case .store(let fromCodex):
             return try store(g, fromCodex: fromCodex)
         case .helper(.git, let verb):

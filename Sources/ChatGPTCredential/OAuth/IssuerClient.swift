@@ -42,12 +42,15 @@ public struct DeviceCode: Equatable, Sendable {
     public var interval: Int
     /// Where the person enters `userCode`.
     public var verificationURL: String
+    /// Seconds until the code expires, when the issuer says (`expires_in`); else 15 minutes apply.
+    public var expiresIn: Int?
 
-    public init(deviceAuthId: String, userCode: String, interval: Int, verificationURL: String) {
+    public init(deviceAuthId: String, userCode: String, interval: Int, verificationURL: String, expiresIn: Int? = nil) {
         self.deviceAuthId = deviceAuthId
         self.userCode = userCode
         self.interval = interval
         self.verificationURL = verificationURL
+        self.expiresIn = expiresIn
     }
 }
 
@@ -86,7 +89,8 @@ public struct IssuerClient {
 
     public static let deviceNotEnabledMessage =
         "device code sign-in is not enabled for this account: turn it on in ChatGPT Settings > Security "
-        + "(or ask your workspace admin), or sign in with: chatgpt-credential login --browser"
+        + "(or ask your workspace admin), or sign in with: chatgpt-credential login --browser "
+        + "(or --no-browser on a machine without one)"
 
     // MARK: Browser flow
 
@@ -156,9 +160,11 @@ public struct IssuerClient {
         guard Sanitize.isTokenSafe(id), Sanitize.isTokenSafe(code), code.utf8.count <= 64 else {
             throw CredentialError.loginFailed("the issuer sent a device code with unsafe characters")
         }
-        let interval = min(max(json["interval"]?.intValue ?? OAuthConstants.defaultPollInterval, 1), 60)
+        // 1...60 s; a loopback (test) issuer may ask for 0 so tests need not wait.
+        let interval = min(max(json["interval"]?.intValue ?? OAuthConstants.defaultPollInterval, config.isLoopback ? 0 : 1), 60)
+        let expiresIn = json["expires_in"]?.intValue.map { min(max($0, 1), 3600) }
         return DeviceCode(deviceAuthId: id, userCode: code, interval: interval,
-                          verificationURL: config.deviceVerificationURL)
+                          verificationURL: config.deviceVerificationURL, expiresIn: expiresIn)
     }
 
     /// One poll. Throws `.temporary` for 5xx and network errors (keep polling until the deadline),
@@ -175,7 +181,7 @@ public struct IssuerClient {
         switch response.status {
         case 200...299:
             guard let json else {
-                throw CredentialError.loginFailed("the issuer's answer was not JSON (\(describe(response)))")
+                throw CredentialError.loginFailed(parseProblem(response))
             }
             guard let auth = json["authorization_code"]?.stringValue, let verifier = json["code_verifier"]?.stringValue else {
                 throw CredentialError.loginFailed("the issuer's device answer lacks authorization_code or code_verifier")
@@ -318,6 +324,11 @@ public struct IssuerClient {
             return .failure(BodyProblem(reason: "the issuer's answer is not a JSON object (HTTP \(response.status))"))
         }
         return .success(json)
+    }
+
+    private func parseProblem(_ response: HTTPResponse) -> String {
+        if case .failure(let p) = parseJSON(response) { return p.reason }
+        return "the issuer's answer was not JSON (HTTP \(response.status))"
     }
 
     private func requireJSON(_ response: HTTPResponse, failure: (String) -> CredentialError) throws -> JSONValue {

@@ -11,6 +11,10 @@ struct RunResult {
     var stderr: String
     var stdout: String { String(decoding: stdoutBytes, as: UTF8.self) }
     var timedOut = false
+    /// True when the process died of a signal (`status` is then the signal number).
+    var signaled = false
+    /// stdout and stderr together, for "the token appears nowhere" checks.
+    var allOutput: String { stdout + "\n" + stderr }
 }
 
 enum Harness {
@@ -36,25 +40,39 @@ enum Harness {
         return url.path
     }()
 
-    /// Runs an executable with exactly `env`, feeding `stdin`, killing it after `timeout` seconds.
+    /// Runs an executable with exactly `env`, killing it after `timeout` seconds. stdin comes from
+    /// a file holding `stdin` (or /dev/null), not a pipe: a process that stops reading early
+    /// (oversized input) must not make the writer in this process fail.
     static func run(_ executable: String, _ args: [String], env: [String: String], stdin: [UInt8]? = nil,
-                    timeout: Double = 30, argv0: String? = nil) -> RunResult {
+                    directory: String? = nil, timeout: Double = 30) -> RunResult {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: executable)
         p.arguments = args
         p.environment = env
-        let out = Pipe(), err = Pipe(), inp = Pipe()
+        if let directory { p.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        var inputPath: String?
+        if let stdin {
+            var template = Array("/tmp/ccred-stdin-XXXXXX".utf8CString)
+            let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+            let path = String(cString: template)
+            var off = 0
+            while off < stdin.count {
+                let n = stdin[off...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                if n <= 0 { break }
+                off += n
+            }
+            close(fd)
+            inputPath = path
+            p.standardInput = FileHandle(forReadingAtPath: path)
+        } else {
+            p.standardInput = FileHandle.nullDevice
+        }
+        defer { if let inputPath { unlink(inputPath) } }
+        let out = Pipe(), err = Pipe()
         p.standardOutput = out
         p.standardError = err
-        p.standardInput = stdin == nil ? FileHandle.nullDevice : inp
         do { try p.run() } catch {
             return RunResult(status: -1, stdoutBytes: [], stderr: "spawn failed: \(error)")
-        }
-        if let stdin {
-            DispatchQueue.global().async {
-                inp.fileHandleForWriting.write(Data(stdin))
-                try? inp.fileHandleForWriting.close()
-            }
         }
         final class Box: @unchecked Sendable { var data = Data() }
         let outBox = Box(), errBox = Box()
@@ -70,7 +88,8 @@ enum Harness {
         p.waitUntilExit()
         group.wait()
         return RunResult(status: p.terminationStatus, stdoutBytes: Array(outBox.data),
-                         stderr: String(decoding: errBox.data, as: UTF8.self), timedOut: timedOut)
+                         stderr: String(decoding: errBox.data, as: UTF8.self), timedOut: timedOut,
+                         signaled: p.terminationReason == .uncaughtSignal)
     }
 }
 

@@ -7,69 +7,13 @@ import Glibc
 /// tells a signal death from an exit status, the sandbox's helper symlinks and git environment,
 /// and signing a sandbox in through the test issuer with the file store.
 
-struct ProcessResult {
-    var status: Int32
-    /// True when the process died of a signal (`status` is then the signal number).
-    var signaled: Bool
-    var stdoutBytes: [UInt8]
-    var stderr: String
-    var timedOut: Bool
-    var stdout: String { String(decoding: stdoutBytes, as: UTF8.self) }
-    /// stdout and stderr together, for "the token appears nowhere" checks.
-    var allOutput: String { stdout + "\n" + stderr }
-}
+typealias ProcessResult = RunResult
 
 enum Proc {
-    /// Runs `executable` with exactly `env`. stdin comes from a file holding `stdin` (or
-    /// /dev/null), not a pipe: a helper that stops reading early (oversized input) must not make
-    /// the writer in this process fail.
+    /// Runs `executable` with exactly `env` (see `Harness.run`).
     static func run(_ executable: String, _ args: [String], env: [String: String], stdin: [UInt8]? = nil,
                     directory: String? = nil, timeout: Double = 60) -> ProcessResult {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: executable)
-        p.arguments = args
-        p.environment = env
-        if let directory { p.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        var inputPath: String?
-        if let stdin {
-            var template = Array("/tmp/ccred-stdin-XXXXXX".utf8CString)
-            let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-            let path = String(cString: template)
-            var off = 0
-            while off < stdin.count {
-                let n = stdin[off...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-                if n <= 0 { break }
-                off += n
-            }
-            close(fd)
-            inputPath = path
-            p.standardInput = FileHandle(forReadingAtPath: path)
-        } else {
-            p.standardInput = FileHandle.nullDevice
-        }
-        defer { if let inputPath { unlink(inputPath) } }
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        do { try p.run() } catch {
-            return ProcessResult(status: -1, signaled: false, stdoutBytes: [], stderr: "spawn failed: \(error)", timedOut: false)
-        }
-        final class Box: @unchecked Sendable { var data = Data() }
-        let outBox = Box(), errBox = Box()
-        let group = DispatchGroup()
-        group.enter(); DispatchQueue.global().async { outBox.data = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-        group.enter(); DispatchQueue.global().async { errBox.data = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-        var timedOut = false
-        let deadline = Date().addingTimeInterval(timeout)
-        while p.isRunning {
-            if Date() > deadline { timedOut = true; kill(p.processIdentifier, SIGKILL); break }
-            usleep(2_000)
-        }
-        p.waitUntilExit()
-        group.wait()
-        return ProcessResult(status: p.terminationStatus, signaled: p.terminationReason == .uncaughtSignal,
-                             stdoutBytes: Array(outBox.data), stderr: String(decoding: errBox.data, as: UTF8.self),
-                             timedOut: timedOut)
+        Harness.run(executable, args, env: env, stdin: stdin, directory: directory, timeout: timeout)
     }
 
     /// The first executable named `name` on the test process's PATH (or nil).
