@@ -19,6 +19,8 @@ max_len() {
         age) echo 66000 ;;            # one full 64 KiB payload chunk and a header
         git|docker|token_import|token_document|json|jwt|issuer) echo 4096 ;;
         hosts|clock|base64|config) echo 512 ;;
+        loopback) echo 16500 ;;       # LoopbackListener.maxHeaderBytes (16 KiB) and a little more
+        pasteback) echo 8192 ;;       # PasteBackFlow.maxLine
         *) echo 4096 ;;
     esac
 }
@@ -59,6 +61,12 @@ for t in "${TARGETS[@]}"; do
         tail -5 "$log" >&2
         if [ -n "$crash" ]; then
             echo "reproduce: SWIFT_BACKTRACE=enable=no $OUT/fuzz-$t $crash" >&2
+            # A timeout on a loaded machine can be the machine: time the input on its own.
+            case "$(basename "$crash")" in timeout-*)
+                t0=$(date +%s%N)
+                "$OUT/fuzz-$t" -timeout=60 -runs=1 "$crash" >/dev/null 2>&1
+                echo "the timed-out input alone took $(( ($(date +%s%N) - t0) / 1000000 )) ms (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2 ;;
+            esac
         fi
     fi
 done
