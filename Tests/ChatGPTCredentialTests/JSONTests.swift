@@ -16,6 +16,20 @@ import Testing
         #expect(throws: JSONError.self) { try JSON.parse(text) }
     }
 
+    /// Found by fuzz/targets/json.swift (2026-11-29): `1e309` parsed as +infinity, and
+    /// serialize wrote it back as `inf`, which is not JSON.
+    @Test(arguments: ["1e309", "-1e309", "[1E400]", "{\"exp\":123456789e999}"])
+    func rejectsNumbersOutOfDoubleRange(_ text: String) {
+        #expect(throws: JSONError.self) { try JSON.parse(text) }
+    }
+
+    @Test func largestFiniteNumbersRoundTrip() throws {
+        for text in ["1.7976931348623157e308", "-1.7976931348623157e308", "5e-324", "1e-400"] {
+            let v = try JSON.parse(text)
+            #expect(try JSON.parse(JSON.serialize(v)) == v)
+        }
+    }
+
     @Test func rejectsDeepNesting() {
         let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
         #expect(throws: JSONError.self) { try JSON.parse(deep) }

@@ -52,6 +52,7 @@ public final class FileLock {
     /// Waits up to `timeout` seconds (NaN or negative: none); `lockTimeout` (exit 4) after that.
     /// Polls with short jittered pauses, so waiters notice a release within milliseconds.
     public func lock(_ mode: Mode, profile: Profile, timeout: Double) throws {
+        // Int64(_:) traps on NaN and on huge values (CHATGPT_CREDENTIAL_LOCK_TIMEOUT=nan got here).
         let bounded = timeout.isNaN ? 0 : min(max(timeout, 0), 3600)
         let deadline = Clock.monotonicMillis() + Int64(bounded * 1000)
         var pause: UInt32 = 1_000

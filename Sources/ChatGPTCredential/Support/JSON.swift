@@ -230,6 +230,8 @@ public enum JSON {
                 guard i > d else { throw fail("bad number") }
             }
             guard i - start <= 64, let v = Double(String(decoding: bytes[start..<i], as: UTF8.self)) else { throw fail("bad number") }
+            // 1e999 reads as infinity, which JSON cannot express: serialize would write `inf`.
+            guard v.isFinite else { throw fail("number out of range") }
             return v
         }
     }

@@ -93,7 +93,8 @@ public struct TokenDocument: Equatable, Sendable {
         func str(_ k: String) -> String { v[k]?.stringValue ?? "" }
         func time(_ k: String) -> Int64 {
             if let s = v[k]?.stringValue { return Clock.parseRFC3339(s) ?? 0 }
-            if let d = v[k]?.doubleValue, d.isFinite { return Int64(d) }
+            // Int64(d) traps outside Int64's range, so a damaged number must not get there.
+            if let d = v[k]?.doubleValue, d.isFinite, abs(d) < 1e15 { return Int64(d) }
             return 0
         }
         return TokenDocument(accessToken: access, refreshToken: refresh, idToken: str("id_token"),

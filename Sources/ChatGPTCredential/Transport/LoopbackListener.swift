@@ -324,18 +324,20 @@ public final class LoopbackListener {
     }
 
     public static func htmlEscape(_ s: String) -> String {
-        var out = ""
-        for ch in Sanitize.line(s, limit: 300) {
-            switch ch {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(ch)
+        // By scalar, not by Character: "<" followed by a combining mark is one Character that is
+        // not equal to "<", and slipped through unescaped.
+        var out = String.UnicodeScalarView()
+        for scalar in Sanitize.line(s, limit: 300).unicodeScalars {
+            switch scalar {
+            case "&": out.append(contentsOf: "&amp;".unicodeScalars)
+            case "<": out.append(contentsOf: "&lt;".unicodeScalars)
+            case ">": out.append(contentsOf: "&gt;".unicodeScalars)
+            case "\"": out.append(contentsOf: "&quot;".unicodeScalars)
+            case "'": out.append(contentsOf: "&#39;".unicodeScalars)
+            default: out.append(scalar)
             }
         }
-        return out
+        return String(out)
     }
 }
 

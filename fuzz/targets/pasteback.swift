@@ -1,0 +1,17 @@
+// The paste-back sign-in: the address (or query) a person pastes from the browser.
+@testable import ChatGPTCredential
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    let text = String(decoding: bytesOf(data, size), as: UTF8.self)
+    do {
+        let cb = try PasteBackFlow.parse(text)
+        require(cb.state != nil, "accepted without state")
+        require(cb.code != nil || cb.error != nil, "accepted without code or error")
+        if let code = cb.code { require(Sanitize.isTokenSafe(code) && code.utf8.count <= 2048, "unsafe code accepted") }
+        if let refusal = cb.refusal { requireCleanError(refusal) }
+    } catch {
+        requireCleanError(error)
+    }
+    return 0
+}

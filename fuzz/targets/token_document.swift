@@ -1,0 +1,30 @@
+// The stored document (keyring item or decrypted file): TokenDocument.parse and its round trip.
+@testable import ChatGPTCredential
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    let input = bytesOf(data, size)
+    let d: TokenDocument
+    do { d = try TokenDocument.parse(input, origin: "fuzz") } catch {
+        requireCleanError(error)
+        return 0
+    }
+    let back: TokenDocument
+    do { back = try TokenDocument.parse(d.serialized(), origin: "fuzz") } catch { fuzzFail("re-serialized document does not parse: \(error)") }
+    // Times are stored as RFC 3339 text; those the writer can express must survive.
+    require(back.accessToken == d.accessToken && back.refreshToken == d.refreshToken && back.idToken == d.idToken
+            && back.accountId == d.accountId && back.email == d.email && back.plan == d.plan
+            && back.refreshRejected == d.refreshRejected, "document strings do not round-trip")
+    for (a, b) in [(d.expiresAt, back.expiresAt), (d.lastRefresh, back.lastRefresh)] where a >= 0 && a <= 253_402_300_799 {
+        require(a == b, "time \(a) does not round-trip (got \(b))")
+    }
+    // Whatever was stored, answers never carry injected lines.
+    let request = GitCredentialRequest(protocol: "https", host: "chatgpt.com", capabilities: ["authtype"])
+    if let out = try? GitCredentialProtocol.answer(for: request, document: d) {
+        require(out.split(separator: "\n").count <= 5, "git answer with injected lines")
+    }
+    if let out = try? DockerCredentialProtocol.getAnswer(serverURL: "https://chatgpt.com", document: d) {
+        require(!out.dropLast().contains("\n"), "docker answer with injected lines")
+    }
+    return 0
+}
