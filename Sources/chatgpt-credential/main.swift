@@ -82,6 +82,7 @@ case .exit(let code):
 case .replaceProcess(let argv, let env):
     // exec: the child gets the tokens in its environment, never in argv.
     for (k, v) in env { setenv(k, v, 1) }
+    cs_restore_core_limit() // the child is the user's program: its core-dump limit is its own
     var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) }
     cargs.append(nil)
     execvp(argv[0], &cargs)

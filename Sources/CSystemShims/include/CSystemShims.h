@@ -2,7 +2,11 @@
 #define CSYSTEMSHIMS_H
 /* Thin wrappers over libc calls Swift cannot reach directly (variadic or macro-only). */
 
-/* Disables core dumps and ptrace attach by other processes of the same user. Returns 0 on success. */
+/* Disables core dumps (soft RLIMIT_CORE 0) and makes the process non-dumpable (no ptrace attach by
+   other processes of the same user, /proc/PID owned by root). Returns 0 on success. */
 int cs_harden_process(void);
+
+/* Puts back the core-dump limit the process started with, for the program `exec` runs. */
+void cs_restore_core_limit(void);
 
 #endif
