@@ -1,5 +1,9 @@
 #ifndef CLIBSECRET_SHIM_H
 #define CLIBSECRET_SHIM_H
+/* The D-Bus-path calls (secret-paths.h: one SearchItems answer with locked and unlocked paths, one
+ * GetSecrets for a path, without building a proxy per item) sit behind this acknowledgement; they
+ * have been exported by libsecret-1.so.0 since 0.7. */
+#define SECRET_API_SUBJECT_TO_CHANGE 1
 #include <libsecret/secret.h>
 
 /*
@@ -31,6 +35,7 @@
     X(g_str_equal) \
     X(g_str_hash) \
     X(g_strdup) \
+    X(g_strfreev) \
     X(secret_collection_for_alias_sync) \
     X(secret_collection_get_locked) \
     X(secret_error_get_quark) \
@@ -41,7 +46,9 @@
     X(secret_item_get_secret) \
     X(secret_item_set_label_sync) \
     X(secret_item_set_secret_sync) \
+    X(secret_service_get_secret_for_dbus_path_sync) \
     X(secret_service_get_sync) \
+    X(secret_service_search_for_dbus_paths_sync) \
     X(secret_service_search_sync) \
     X(secret_service_store_sync) \
     X(secret_value_get) \

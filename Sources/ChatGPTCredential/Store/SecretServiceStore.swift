@@ -11,8 +11,9 @@ import Glibc
 /// `ChatGPT credential (NAME)`, secret = the JSON document.
 ///
 /// Three outcomes are kept apart: nothing stored (`read` returns nil), a locked keyring
-/// (`keyringLocked`; searches never pass SECRET_SEARCH_UNLOCK and every found item is asked
-/// `ccred_secret_item_get_locked()`, so a locked item is never mistaken for a missing one and nothing is
+/// (`keyringLocked`; searches never pass SECRET_SEARCH_UNLOCK; `read` takes SearchItems' own
+/// split into unlocked and locked matches and the other operations ask every found item
+/// `secret_item_get_locked()`, so a locked item is never mistaken for a missing one and nothing is
 /// deleted or replaced while locked), and no usable service (`storeUnavailable`: no session bus,
 /// nobody owning org.freedesktop.secrets, or no answer before the deadline).
 ///
@@ -44,22 +45,31 @@ public final class SecretServiceStore: CredentialStore {
 
     // MARK: CredentialStore
 
-    /// The hot path: one SearchItems with SECRET_SEARCH_LOAD_SECRETS (libsecret then fetches the
-    /// secrets of the unlocked matches in one GetSecrets call).
+    /// The hot path: one SearchItems (its answer keeps unlocked and locked matches apart), then
+    /// one OpenSession + GetSecrets for the first unlocked match. The D-Bus-path API is used
+    /// instead of `secret_service_search_sync`, which would also build a proxy per item (a
+    /// Properties.GetAll plus four bus-daemon calls: AddMatch ×2, StartServiceByName,
+    /// GetNameOwner) only to learn what SearchItems already said. Nothing is unlocked.
     public func read(_ profile: Profile) throws -> [UInt8]? {
         try perform { service, cancellable in
             let attributes = Self.attributes(profile)
             defer { ccred_g_hash_table_unref(attributes) }
-            let items = try Self.search(service, attributes, loadSecrets: true, cancellable)
-            defer { Self.free(items) }
-            var sawLocked = false
-            for item in Self.elements(items) {
-                if ccred_secret_item_get_locked(item) != 0 { sawLocked = true; continue }
-                guard let value = ccred_secret_item_get_secret(item) else { continue }
+            var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+            var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+            defer { ccred_g_strfreev(unlocked); ccred_g_strfreev(locked) }
+            var error: UnsafeMutablePointer<GError>?
+            guard ccred_secret_service_search_for_dbus_paths_sync(service, nil, attributes, cancellable, &unlocked, &locked, &error) != 0 else {
+                throw Self.map(error, doing: "search for the credential")
+            }
+            for path in Self.strings(unlocked) {
+                guard let value = ccred_secret_service_get_secret_for_dbus_path_sync(service, path, cancellable, &error) else {
+                    if error != nil { throw Self.map(error, doing: "read the credential") }
+                    continue // gone since the search: try the next match
+                }
                 defer { ccred_secret_value_unref(UnsafeMutableRawPointer(value)) }
                 return Self.bytes(of: value)
             }
-            if sawLocked { throw CredentialError.keyringLocked(Self.lockedMessage) }
+            if locked?.pointee != nil { throw CredentialError.keyringLocked(Self.lockedMessage) }
             return nil
         }
     }
@@ -316,6 +326,17 @@ public final class SecretServiceStore: CredentialStore {
         while let n = node {
             if let data = n.pointee.data { result.append(data.assumingMemoryBound(to: SecretItem.self)) }
             node = n.pointee.next
+        }
+        return result
+    }
+
+    /// The strings of a NULL-terminated gchar** (not consumed).
+    private static func strings(_ vector: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?) -> [UnsafeMutablePointer<gchar>] {
+        var result: [UnsafeMutablePointer<gchar>] = []
+        guard var cursor = vector else { return result }
+        while let s = cursor.pointee {
+            result.append(s)
+            cursor += 1
         }
         return result
     }
