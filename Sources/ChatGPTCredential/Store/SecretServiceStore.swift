@@ -17,8 +17,9 @@ import Glibc
 /// deleted or replaced while locked), and no usable service (`storeUnavailable`: no session bus,
 /// nobody owning org.freedesktop.secrets, or no answer before the deadline).
 ///
-/// Only the non-variadic libsecret API is used (Swift cannot call C variadics). Every call runs on
-/// a worker thread under `Deadline` with a GCancellable that is cancelled when the deadline passes.
+/// Only the non-variadic libsecret API is used (Swift cannot call C variadics). Every call takes a
+/// GCancellable that a watchdog thread (`Deadline.watch`) cancels when the deadline passes; the
+/// calls themselves run on the calling thread, so no thread hand-off sits on the hot path.
 ///
 /// libsecret is not linked: it is dlopen()ed on the first operation (`ccred_libsecret_load`), so
 /// processes that never touch the Secret Service (a file-store `get`) never load glib. Every
@@ -212,7 +213,9 @@ public final class SecretServiceStore: CredentialStore {
 
     // MARK: Plumbing
 
-    /// Runs `body` with a referenced SecretService on a worker thread under the deadline.
+    /// Runs `body` with a referenced SecretService under the deadline: on this thread, with a
+    /// watchdog that cancels `cancellable` when the deadline passes (every libsecret call takes
+    /// it, so a hung service returns G_IO_ERROR_CANCELLED at once → the timeout error).
     private func perform<T>(_ body: @escaping (UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>) throws -> T) throws -> T {
         if let reason = Self.missingBusReason() {
             throw CredentialError.storeUnavailable(reason)
@@ -220,9 +223,12 @@ public final class SecretServiceStore: CredentialStore {
         try Self.loadLibsecret()
         let cancellable = ccred_g_cancellable_new()!
         defer { ccred_g_object_unref(cancellable) }
-        _ = ccred_g_object_ref(cancellable) // the worker's reference, dropped when it finishes
+        _ = ccred_g_object_ref(cancellable) // the work's reference, dropped when it finishes
+        let watched = CancellableReference(cancellable) // the watchdog's, dropped with its closure
         let seconds = timeout
-        let outcome: Result<T, CredentialError>? = Deadline.run(seconds: seconds, onTimeout: { ccred_g_cancellable_cancel(cancellable) }) {
+        let outcome: Result<T, CredentialError>? = Deadline.watch(seconds: seconds, onTimeout: {
+            ccred_g_cancellable_cancel(watched.pointer)
+        }) {
             defer { ccred_g_object_unref(cancellable) }
             do {
                 let service = try Self.openService(cancellable)
@@ -249,6 +255,17 @@ public final class SecretServiceStore: CredentialStore {
             let why = ccred_libsecret_error().map { String(cString: $0) } ?? "unknown reason"
             throw CredentialError.storeUnavailable("libsecret is not installed (\(why)); install libsecret-1-0 or use --store file")
         }
+    }
+
+    /// One reference to a GCancellable, released when the last owner (e.g. a watchdog's
+    /// closure, which may outlive `perform`) goes away.
+    private final class CancellableReference {
+        let pointer: UnsafeMutablePointer<GCancellable>
+        init(_ pointer: UnsafeMutablePointer<GCancellable>) {
+            self.pointer = pointer
+            _ = ccred_g_object_ref(pointer)
+        }
+        deinit { ccred_g_object_unref(pointer) }
     }
 
     private static let cancelledMarker = "\u{1}cancelled"
