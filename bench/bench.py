@@ -3,7 +3,7 @@
 
 Runs inside a throwaway D-Bus session with an unlocked gnome-keyring (scripts/with-keyring).
 Commands are timed by hyperfine in rounds with a rotating order, so that machine noise hits every
-command alike; peak RSS comes from GNU time.
+command alike (the file-store group with `hyperfine -N`, no shell); peak RSS comes from GNU time.
 Writes bench/results.md (or, with --smoke, a few runs to stdout only: no targets asserted).
 """
 import json, os, platform, shutil, statistics, subprocess, sys, tempfile, threading, time
@@ -35,10 +35,16 @@ def quote(a):
     return "'" + a.replace("'", "'\\''") + "'"
 
 
-def measure(cases, env, runs=RUNS, warmup=WARMUP):
-    """cases: list of (name, argv, stdin_path). Timing by hyperfine (which subtracts the shell's own
-    start-up), in ROUNDS rounds whose command order rotates, so slow drift hits every command alike.
-    Peak RSS by GNU time, the largest of a few runs."""
+def measure(cases, env, shell, runs=RUNS, warmup=WARMUP):
+    """cases: list of (name, argv, stdin_path). Timing by hyperfine in ROUNDS rounds whose command
+    order rotates, so slow drift hits every command alike. Peak RSS by GNU time, the largest of a
+    few runs.
+
+    shell=False: `hyperfine -N`, each command exec'ed directly (stdin /dev/null): nothing to
+    subtract, sound down to a fraction of a millisecond. shell=True: each command runs through
+    `sh -c` with its stdin redirected (git's and docker's helpers read their request on stdin,
+    and hyperfine 1.15 has no --input); hyperfine subtracts its estimate of the shell's own
+    start-up, which adds a little noise (~0.1 ms) to every command of the group alike."""
     rounds = 1 if SMOKE else 5
     per_round = max(2, runs // rounds)
     times = {c[0]: [] for c in cases}
@@ -46,10 +52,14 @@ def measure(cases, env, runs=RUNS, warmup=WARMUP):
         for r in range(rounds):
             k = r % len(cases)
             order = cases[k:] + cases[:k]
-            cmds = [" ".join(quote(a) for a in argv) + " < " + quote(stdin or "/dev/null") + " > /dev/null" for _, argv, stdin in order]
+            if shell:
+                cmds = [" ".join(quote(a) for a in argv) + " < " + quote(stdin or "/dev/null") + " > /dev/null" for _, argv, stdin in order]
+            else:
+                assert all(stdin is None for _, _, stdin in order), "hyperfine -N cannot redirect stdin"
+                cmds = [" ".join(quote(a) for a in argv) for _, argv, _ in order]
             out = os.path.join(tmp, f"round{r}.json")
             subprocess.run(["hyperfine", "--style", "none", "--warmup", str(warmup), "--runs", str(per_round),
-                            "--export-json", out] + cmds, env=env, check=True, capture_output=True)
+                            "--export-json", out] + (["-N"] if not shell else []) + cmds, env=env, check=True, capture_output=True)
             for (name, _, _), result in zip(order, json.load(open(out))["results"]):
                 times[name].extend(result["times"])
     res = {}
@@ -95,6 +105,7 @@ class Issuer:
 
 def main():
     binary = release_binary()
+    load_before = os.getloadavg()
     work = tempfile.mkdtemp(prefix="ccred-bench-")
     issuer = None
     try:
@@ -139,7 +150,7 @@ def main():
             ("git-credential-libsecret get", [gcl, "get"], f"{work}/git-get"),
             ("docker-credential-secretservice get", [shutil.which("docker-credential-secretservice"), "get"], f"{work}/docker-url"),
             ("secret-tool lookup", [shutil.which("secret-tool"), "lookup", "service", "bench"], None),
-        ], env)
+        ], env, shell=True)
 
         store("filebench", "file", 86400)
         age_file = f"{work}/data/chatgpt-credential/filebench.age"
@@ -147,7 +158,7 @@ def main():
         fs = measure([
             ("chatgpt-credential get (file store)", [binary, "--store", "file", "--profile", "filebench", "get"], None),
             ("age -d -i identity", [shutil.which("age"), "-d", "-i", identity, age_file], None),
-        ], env)
+        ], env, shell=False)
 
         # One refresh, then 50 concurrent gets on an expired token: wall time and issuer requests.
         single, conc, refreshes, distinct, failures = [], [], [], [], 0
@@ -179,9 +190,14 @@ def main():
         machine = f"{platform.node()}: {platform.machine()}, {os.cpu_count()} cores, " + \
             (open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip() if os.path.exists("/proc/cpuinfo") else "?") + \
             f", {platform.platform()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
-        lines = ["# Benchmarks", "", f"Machine: {machine}", "",
-                 f"`make bench`: about {RUNS} runs of each command, timed by hyperfine (shell start-up subtracted) in "
-                 "rounds whose command order rotates; peak RSS by GNU time (largest of 10 runs). Medians.", ""]
+        load_after = os.getloadavg()
+        load = "load average (1/5/15 min) %.2f/%.2f/%.2f at the start, %.2f/%.2f/%.2f at the end" % (load_before + load_after)
+        lines = ["# Benchmarks", "", f"Machine: {machine}", "", f"Load: {load}.", "",
+                 f"`make bench`: about {RUNS} runs of each command, timed by hyperfine in rounds whose command order "
+                 "rotates; the Secret Service group runs every command through a shell with its stdin redirected "
+                 "(the git and docker helpers read stdin; hyperfine subtracts the shell's start-up), the file-store "
+                 "group runs both commands without a shell (`hyperfine -N`). Peak RSS by GNU time (largest of 10 runs). "
+                 "Medians.", ""]
 
         def table(title, res, ref):
             lines.extend([f"## {title}", "", "| command | median ms | p90 ms | ratio to ours | peak RSS KiB | failed runs |",

@@ -1,4 +1,4 @@
-import CLibSecret
+internal import CLibSecret
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,13 +11,19 @@ import Glibc
 /// `ChatGPT credential (NAME)`, secret = the JSON document.
 ///
 /// Three outcomes are kept apart: nothing stored (`read` returns nil), a locked keyring
-/// (`keyringLocked`; searches never pass SECRET_SEARCH_UNLOCK and every found item is asked
+/// (`keyringLocked`; searches never pass SECRET_SEARCH_UNLOCK; `read` takes SearchItems' own
+/// split into unlocked and locked matches and the other operations ask every found item
 /// `secret_item_get_locked()`, so a locked item is never mistaken for a missing one and nothing is
 /// deleted or replaced while locked), and no usable service (`storeUnavailable`: no session bus,
 /// nobody owning org.freedesktop.secrets, or no answer before the deadline).
 ///
-/// Only the non-variadic libsecret API is used (Swift cannot call C variadics). Every call runs on
-/// a worker thread under `Deadline` with a GCancellable that is cancelled when the deadline passes.
+/// Only the non-variadic libsecret API is used (Swift cannot call C variadics). Every call takes a
+/// GCancellable that a watchdog thread (`Deadline.watch`) cancels when the deadline passes; the
+/// calls themselves run on the calling thread, so no thread hand-off sits on the hot path.
+///
+/// libsecret is not linked: it is dlopen()ed on the first operation (`ccred_libsecret_load`), so
+/// processes that never touch the Secret Service (a file-store `get`) never load glib. Every
+/// libsecret/glib call therefore goes through its `ccred_` pointer (CLibSecret/shim.h).
 public final class SecretServiceStore: CredentialStore {
     public static let serviceName = "chatgpt-credential"
 
@@ -40,22 +46,31 @@ public final class SecretServiceStore: CredentialStore {
 
     // MARK: CredentialStore
 
-    /// The hot path: one SearchItems with SECRET_SEARCH_LOAD_SECRETS (libsecret then fetches the
-    /// secrets of the unlocked matches in one GetSecrets call).
+    /// The hot path: one SearchItems (its answer keeps unlocked and locked matches apart), then
+    /// one OpenSession + GetSecrets for the first unlocked match. The D-Bus-path API is used
+    /// instead of `secret_service_search_sync`, which would also build a proxy per item (a
+    /// Properties.GetAll plus four bus-daemon calls: AddMatch ×2, StartServiceByName,
+    /// GetNameOwner) only to learn what SearchItems already said. Nothing is unlocked.
     public func read(_ profile: Profile) throws -> [UInt8]? {
         try perform { service, cancellable in
             let attributes = Self.attributes(profile)
-            defer { g_hash_table_unref(attributes) }
-            let items = try Self.search(service, attributes, loadSecrets: true, cancellable)
-            defer { Self.free(items) }
-            var sawLocked = false
-            for item in Self.elements(items) {
-                if secret_item_get_locked(item) != 0 { sawLocked = true; continue }
-                guard let value = secret_item_get_secret(item) else { continue }
-                defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+            defer { ccred_g_hash_table_unref(attributes) }
+            var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+            var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+            defer { ccred_g_strfreev(unlocked); ccred_g_strfreev(locked) }
+            var error: UnsafeMutablePointer<GError>?
+            guard ccred_secret_service_search_for_dbus_paths_sync(service, nil, attributes, cancellable, &unlocked, &locked, &error) != 0 else {
+                throw Self.map(error, doing: "search for the credential")
+            }
+            for path in Self.strings(unlocked) {
+                guard let value = ccred_secret_service_get_secret_for_dbus_path_sync(service, path, cancellable, &error) else {
+                    if error != nil { throw Self.map(error, doing: "read the credential") }
+                    continue // gone since the search: try the next match
+                }
+                defer { ccred_secret_value_unref(UnsafeMutableRawPointer(value)) }
                 return Self.bytes(of: value)
             }
-            if sawLocked { throw CredentialError.keyringLocked(Self.lockedMessage) }
+            if locked?.pointee != nil { throw CredentialError.keyringLocked(Self.lockedMessage) }
             return nil
         }
     }
@@ -64,47 +79,47 @@ public final class SecretServiceStore: CredentialStore {
         let label = Self.label(for: profile)
         try perform { service, cancellable in
             let attributes = Self.attributes(profile)
-            defer { g_hash_table_unref(attributes) }
+            defer { ccred_g_hash_table_unref(attributes) }
             let items = try Self.search(service, attributes, loadSecrets: false, cancellable)
             defer { Self.free(items) }
             let found = Self.elements(items)
-            if found.contains(where: { secret_item_get_locked($0) != 0 }) {
+            if found.contains(where: { ccred_secret_item_get_locked($0) != 0 }) {
                 throw CredentialError.keyringLocked(Self.lockedMessage)
             }
             let value: OpaquePointer = secret.withUnsafeBytes { raw in
-                guard let base = raw.baseAddress, raw.count > 0 else { return secret_value_new("", 0, "application/json") }
-                return secret_value_new(base.assumingMemoryBound(to: CChar.self), gssize(raw.count), "application/json")
+                guard let base = raw.baseAddress, raw.count > 0 else { return ccred_secret_value_new("", 0, "application/json")! }
+                return ccred_secret_value_new(base.assumingMemoryBound(to: CChar.self), gssize(raw.count), "application/json")!
             }
-            defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+            defer { ccred_secret_value_unref(UnsafeMutableRawPointer(value)) }
             var error: UnsafeMutablePointer<GError>?
             if let item = found.first {
                 // Replace in place: the item keeps its identity and stays the only one.
-                guard secret_item_set_secret_sync(item, value, cancellable, &error) != 0 else {
+                guard ccred_secret_item_set_secret_sync(item, value, cancellable, &error) != 0 else {
                     throw Self.map(error, doing: "replace the stored credential")
                 }
-                if let current = secret_item_get_label(item) {
+                if let current = ccred_secret_item_get_label(item) {
                     let same = String(cString: current) == label
-                    g_free(current)
-                    if !same, secret_item_set_label_sync(item, label, cancellable, &error) == 0 {
+                    ccred_g_free(current)
+                    if !same, ccred_secret_item_set_label_sync(item, label, cancellable, &error) == 0 {
                         throw Self.map(error, doing: "label the stored credential")
                     }
                 }
-                for extra in found.dropFirst() where secret_item_delete_sync(extra, cancellable, &error) == 0 {
+                for extra in found.dropFirst() where ccred_secret_item_delete_sync(extra, cancellable, &error) == 0 {
                     throw Self.map(error, doing: "remove a duplicate item")
                 }
                 return
             }
             // A new item: refuse up front when the default collection is locked (storing would try
             // an unlock prompt that a headless session cannot show).
-            if let collection = secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT, SECRET_COLLECTION_NONE, cancellable, &error) {
-                let locked = secret_collection_get_locked(collection) != 0
-                g_object_unref(collection)
+            if let collection = ccred_secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT, SECRET_COLLECTION_NONE, cancellable, &error) {
+                let locked = ccred_secret_collection_get_locked(collection) != 0
+                ccred_g_object_unref(collection)
                 if locked { throw CredentialError.keyringLocked(Self.lockedMessage) }
             } else if error != nil {
                 throw Self.map(error, doing: "find the default keyring")
             }
             // schema NULL: no xdg:schema attribute, the attributes are exactly ours.
-            guard secret_service_store_sync(service, nil, attributes, SECRET_COLLECTION_DEFAULT, label, value, cancellable, &error) != 0 else {
+            guard ccred_secret_service_store_sync(service, nil, attributes, SECRET_COLLECTION_DEFAULT, label, value, cancellable, &error) != 0 else {
                 throw Self.map(error, doing: "store the credential")
             }
         }
@@ -114,16 +129,16 @@ public final class SecretServiceStore: CredentialStore {
     public func delete(_ profile: Profile) throws -> Bool {
         try perform { service, cancellable in
             let attributes = Self.attributes(profile)
-            defer { g_hash_table_unref(attributes) }
+            defer { ccred_g_hash_table_unref(attributes) }
             let items = try Self.search(service, attributes, loadSecrets: false, cancellable)
             defer { Self.free(items) }
             let found = Self.elements(items)
             // Never delete anything while locked: not even the unlocked duplicates.
-            if found.contains(where: { secret_item_get_locked($0) != 0 }) {
+            if found.contains(where: { ccred_secret_item_get_locked($0) != 0 }) {
                 throw CredentialError.keyringLocked(Self.lockedMessage)
             }
             var error: UnsafeMutablePointer<GError>?
-            for item in found where secret_item_delete_sync(item, cancellable, &error) == 0 {
+            for item in found where ccred_secret_item_delete_sync(item, cancellable, &error) == 0 {
                 throw Self.map(error, doing: "delete the stored credential")
             }
             return !found.isEmpty
@@ -135,16 +150,16 @@ public final class SecretServiceStore: CredentialStore {
     public func profiles() throws -> [String] {
         try perform { service, cancellable in
             let attributes = ccred_attributes_new()!
-            g_hash_table_insert(attributes, g_strdup("service"), g_strdup(Self.serviceName))
-            defer { g_hash_table_unref(attributes) }
+            _ = ccred_g_hash_table_insert(attributes, ccred_g_strdup("service"), ccred_g_strdup(Self.serviceName))
+            defer { ccred_g_hash_table_unref(attributes) }
             let items = try Self.search(service, attributes, loadSecrets: false, cancellable)
             defer { Self.free(items) }
             var names: Set<String> = []
             for item in Self.elements(items) {
-                if secret_item_get_locked(item) != 0 { throw CredentialError.keyringLocked(Self.lockedMessage) }
-                guard let table = secret_item_get_attributes(item) else { continue }
-                defer { g_hash_table_unref(table) }
-                if let raw = g_hash_table_lookup(table, "profile") {
+                if ccred_secret_item_get_locked(item) != 0 { throw CredentialError.keyringLocked(Self.lockedMessage) }
+                guard let table = ccred_secret_item_get_attributes(item) else { continue }
+                defer { ccred_g_hash_table_unref(table) }
+                if let raw = ccred_g_hash_table_lookup(table, "profile") {
                     let name = String(cString: raw.assumingMemoryBound(to: CChar.self))
                     if Profile.isValid(name) { names.insert(name) }
                 }
@@ -163,12 +178,12 @@ public final class SecretServiceStore: CredentialStore {
         do {
             return try store.perform { service, cancellable in
                 var error: UnsafeMutablePointer<GError>?
-                guard let collection = secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT, SECRET_COLLECTION_NONE, cancellable, &error) else {
+                guard let collection = ccred_secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT, SECRET_COLLECTION_NONE, cancellable, &error) else {
                     if error != nil { throw Self.map(error, doing: "find the default keyring") }
                     return .unavailable("the Secret Service has no default keyring; create one (e.g. log in to the desktop session) or use --store file")
                 }
-                defer { g_object_unref(collection) }
-                return secret_collection_get_locked(collection) != 0 ? .locked(Self.lockedMessage) : .available
+                defer { ccred_g_object_unref(collection) }
+                return ccred_secret_collection_get_locked(collection) != 0 ? .locked(Self.lockedMessage) : .available
             }
         } catch CredentialError.keyringLocked(let message) {
             return .locked(message)
@@ -198,20 +213,26 @@ public final class SecretServiceStore: CredentialStore {
 
     // MARK: Plumbing
 
-    /// Runs `body` with a referenced SecretService on a worker thread under the deadline.
+    /// Runs `body` with a referenced SecretService under the deadline: on this thread, with a
+    /// watchdog that cancels `cancellable` when the deadline passes (every libsecret call takes
+    /// it, so a hung service returns G_IO_ERROR_CANCELLED at once → the timeout error).
     private func perform<T>(_ body: @escaping (UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>) throws -> T) throws -> T {
         if let reason = Self.missingBusReason() {
             throw CredentialError.storeUnavailable(reason)
         }
-        let cancellable = g_cancellable_new()!
-        defer { g_object_unref(cancellable) }
-        g_object_ref(cancellable) // the worker's reference, dropped when it finishes
+        try Self.loadLibsecret()
+        let cancellable = ccred_g_cancellable_new()!
+        defer { ccred_g_object_unref(cancellable) }
+        _ = ccred_g_object_ref(cancellable) // the work's reference, dropped when it finishes
+        let watched = CancellableReference(cancellable) // the watchdog's, dropped with its closure
         let seconds = timeout
-        let outcome: Result<T, CredentialError>? = Deadline.run(seconds: seconds, onTimeout: { g_cancellable_cancel(cancellable) }) {
-            defer { g_object_unref(cancellable) }
+        let outcome: Result<T, CredentialError>? = Deadline.watch(seconds: seconds, onTimeout: {
+            ccred_g_cancellable_cancel(watched.pointer)
+        }) {
+            defer { ccred_g_object_unref(cancellable) }
             do {
                 let service = try Self.openService(cancellable)
-                defer { g_object_unref(service) }
+                defer { ccred_g_object_unref(service) }
                 return .success(try body(service, cancellable))
             } catch let error as CredentialError {
                 return .failure(error)
@@ -228,6 +249,25 @@ public final class SecretServiceStore: CredentialStore {
         }
     }
 
+    /// dlopen()s libsecret (once per process); a missing library is an unavailable store.
+    static func loadLibsecret() throws {
+        guard ccred_libsecret_load() == 0 else {
+            let why = ccred_libsecret_error().map { String(cString: $0) } ?? "unknown reason"
+            throw CredentialError.storeUnavailable("libsecret is not installed (\(why)); install libsecret-1-0 or use --store file")
+        }
+    }
+
+    /// One reference to a GCancellable, released when the last owner (e.g. a watchdog's
+    /// closure, which may outlive `perform`) goes away.
+    private final class CancellableReference {
+        let pointer: UnsafeMutablePointer<GCancellable>
+        init(_ pointer: UnsafeMutablePointer<GCancellable>) {
+            self.pointer = pointer
+            _ = ccred_g_object_ref(pointer)
+        }
+        deinit { ccred_g_object_unref(pointer) }
+    }
+
     private static let cancelledMarker = "\u{1}cancelled"
 
     private static func timeoutError(_ seconds: Double) -> CredentialError {
@@ -237,7 +277,7 @@ public final class SecretServiceStore: CredentialStore {
     private static func openService(_ cancellable: UnsafeMutablePointer<GCancellable>) throws -> UnsafeMutablePointer<SecretService> {
         var error: UnsafeMutablePointer<GError>?
         // The shared default proxy on the session bus; libsecret caches it for the process.
-        guard let service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, &error) else {
+        guard let service = ccred_secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, &error) else {
             throw unreachable(error)
         }
         return service
@@ -252,7 +292,7 @@ public final class SecretServiceStore: CredentialStore {
     /// Consumes `error` (frees it) and classifies it.
     private static func map(_ error: UnsafeMutablePointer<GError>?, doing what: String) -> CredentialError {
         guard let error else { return .storeFailure("the Secret Service could not \(what) (no reason given)") }
-        defer { g_error_free(error) }
+        defer { ccred_g_error_free(error) }
         let domain = error.pointee.domain, code = error.pointee.code
         let text = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
         if domain == ccred_io_error_quark() && code == Int32(G_IO_ERROR_CANCELLED.rawValue) {
@@ -278,8 +318,8 @@ public final class SecretServiceStore: CredentialStore {
     /// Attributes for one profile; the caller owns the table.
     private static func attributes(_ profile: Profile) -> OpaquePointer {
         let table = ccred_attributes_new()!
-        g_hash_table_insert(table, g_strdup("service"), g_strdup(serviceName))
-        g_hash_table_insert(table, g_strdup("profile"), g_strdup(profile.name))
+        _ = ccred_g_hash_table_insert(table, ccred_g_strdup("service"), ccred_g_strdup(serviceName))
+        _ = ccred_g_hash_table_insert(table, ccred_g_strdup("profile"), ccred_g_strdup(profile.name))
         return table
     }
 
@@ -289,7 +329,7 @@ public final class SecretServiceStore: CredentialStore {
         var flags = SECRET_SEARCH_ALL.rawValue
         if loadSecrets { flags |= SECRET_SEARCH_LOAD_SECRETS.rawValue }
         var error: UnsafeMutablePointer<GError>?
-        let list = secret_service_search_sync(service, nil, attributes, SecretSearchFlags(rawValue: flags), cancellable, &error)
+        let list = ccred_secret_service_search_sync(service, nil, attributes, SecretSearchFlags(rawValue: flags), cancellable, &error)
         if let error {
             Self.free(list)
             throw map(error, doing: "search for the credential")
@@ -307,14 +347,25 @@ public final class SecretServiceStore: CredentialStore {
         return result
     }
 
+    /// The strings of a NULL-terminated gchar** (not consumed).
+    private static func strings(_ vector: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?) -> [UnsafeMutablePointer<gchar>] {
+        var result: [UnsafeMutablePointer<gchar>] = []
+        guard var cursor = vector else { return result }
+        while let s = cursor.pointee {
+            result.append(s)
+            cursor += 1
+        }
+        return result
+    }
+
     private static func free(_ list: UnsafeMutablePointer<GList>?) {
         guard let list else { return }
-        g_list_free_full(list, g_object_unref)
+        ccred_g_list_free_full(list, ccred_g_object_unref)
     }
 
     private static func bytes(of value: OpaquePointer) -> [UInt8] {
         var length: gsize = 0
-        guard let raw = secret_value_get(value, &length), length > 0 else { return [] }
+        guard let raw = ccred_secret_value_get(value, &length), length > 0 else { return [] }
         return raw.withMemoryRebound(to: UInt8.self, capacity: Int(length)) { Array(UnsafeBufferPointer(start: $0, count: Int(length))) }
     }
 }
