@@ -78,49 +78,43 @@ public final class SecretServiceStore: CredentialStore {
     public func write(_ profile: Profile, secret: [UInt8]) throws {
         let label = Self.label(for: profile)
         try perform { service, cancellable in
-            let attributes = Self.attributes(profile)
-            defer { ccred_g_hash_table_unref(attributes) }
-            let items = try Self.search(service, attributes, loadSecrets: false, cancellable)
-            defer { Self.free(items) }
-            let found = Self.elements(items)
-            if found.contains(where: { ccred_secret_item_get_locked($0) != 0 }) {
-                throw CredentialError.keyringLocked(Self.lockedMessage)
-            }
-            let value: OpaquePointer = secret.withUnsafeBytes { raw in
-                guard let base = raw.baseAddress, raw.count > 0 else { return ccred_secret_value_new("", 0, "application/json")! }
-                return ccred_secret_value_new(base.assumingMemoryBound(to: CChar.self), gssize(raw.count), "application/json")!
-            }
-            defer { ccred_secret_value_unref(UnsafeMutableRawPointer(value)) }
-            var error: UnsafeMutablePointer<GError>?
-            if let item = found.first {
-                // Replace in place: the item keeps its identity and stays the only one.
-                guard ccred_secret_item_set_secret_sync(item, value, cancellable, &error) != 0 else {
-                    throw Self.map(error, doing: "replace the stored credential")
+            try Self.withItemsUnlessLocked(profile, service, cancellable) { attributes, found in
+                let value: OpaquePointer = secret.withUnsafeBytes { raw in
+                    guard let base = raw.baseAddress, raw.count > 0 else { return ccred_secret_value_new("", 0, "application/json")! }
+                    return ccred_secret_value_new(base.assumingMemoryBound(to: CChar.self), gssize(raw.count), "application/json")!
                 }
-                if let current = ccred_secret_item_get_label(item) {
-                    let same = String(cString: current) == label
-                    ccred_g_free(current)
-                    if !same, ccred_secret_item_set_label_sync(item, label, cancellable, &error) == 0 {
-                        throw Self.map(error, doing: "label the stored credential")
+                defer { ccred_secret_value_unref(UnsafeMutableRawPointer(value)) }
+                var error: UnsafeMutablePointer<GError>?
+                if let item = found.first {
+                    // Replace in place: the item keeps its identity and stays the only one.
+                    guard ccred_secret_item_set_secret_sync(item, value, cancellable, &error) != 0 else {
+                        throw Self.map(error, doing: "replace the stored credential")
                     }
+                    if let current = ccred_secret_item_get_label(item) {
+                        let same = String(cString: current) == label
+                        ccred_g_free(current)
+                        if !same, ccred_secret_item_set_label_sync(item, label, cancellable, &error) == 0 {
+                            throw Self.map(error, doing: "label the stored credential")
+                        }
+                    }
+                    for extra in found.dropFirst() where ccred_secret_item_delete_sync(extra, cancellable, &error) == 0 {
+                        throw Self.map(error, doing: "remove a duplicate item")
+                    }
+                    return
                 }
-                for extra in found.dropFirst() where ccred_secret_item_delete_sync(extra, cancellable, &error) == 0 {
-                    throw Self.map(error, doing: "remove a duplicate item")
+                // A new item: refuse up front when the default collection is locked (storing would try
+                // an unlock prompt that a headless session cannot show).
+                if let collection = ccred_secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT, SECRET_COLLECTION_NONE, cancellable, &error) {
+                    let locked = ccred_secret_collection_get_locked(collection) != 0
+                    ccred_g_object_unref(collection)
+                    if locked { throw CredentialError.keyringLocked(Self.lockedMessage) }
+                } else if error != nil {
+                    throw Self.map(error, doing: "find the default keyring")
                 }
-                return
-            }
-            // A new item: refuse up front when the default collection is locked (storing would try
-            // an unlock prompt that a headless session cannot show).
-            if let collection = ccred_secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT, SECRET_COLLECTION_NONE, cancellable, &error) {
-                let locked = ccred_secret_collection_get_locked(collection) != 0
-                ccred_g_object_unref(collection)
-                if locked { throw CredentialError.keyringLocked(Self.lockedMessage) }
-            } else if error != nil {
-                throw Self.map(error, doing: "find the default keyring")
-            }
-            // schema NULL: no xdg:schema attribute, the attributes are exactly ours.
-            guard ccred_secret_service_store_sync(service, nil, attributes, SECRET_COLLECTION_DEFAULT, label, value, cancellable, &error) != 0 else {
-                throw Self.map(error, doing: "store the credential")
+                // schema NULL: no xdg:schema attribute, the attributes are exactly ours.
+                guard ccred_secret_service_store_sync(service, nil, attributes, SECRET_COLLECTION_DEFAULT, label, value, cancellable, &error) != 0 else {
+                    throw Self.map(error, doing: "store the credential")
+                }
             }
         }
     }
@@ -128,20 +122,13 @@ public final class SecretServiceStore: CredentialStore {
     @discardableResult
     public func delete(_ profile: Profile) throws -> Bool {
         try perform { service, cancellable in
-            let attributes = Self.attributes(profile)
-            defer { ccred_g_hash_table_unref(attributes) }
-            let items = try Self.search(service, attributes, loadSecrets: false, cancellable)
-            defer { Self.free(items) }
-            let found = Self.elements(items)
-            // Never delete anything while locked: not even the unlocked duplicates.
-            if found.contains(where: { ccred_secret_item_get_locked($0) != 0 }) {
-                throw CredentialError.keyringLocked(Self.lockedMessage)
+            try Self.withItemsUnlessLocked(profile, service, cancellable) { _, found in
+                var error: UnsafeMutablePointer<GError>?
+                for item in found where ccred_secret_item_delete_sync(item, cancellable, &error) == 0 {
+                    throw Self.map(error, doing: "delete the stored credential")
+                }
+                return !found.isEmpty
             }
-            var error: UnsafeMutablePointer<GError>?
-            for item in found where ccred_secret_item_delete_sync(item, cancellable, &error) == 0 {
-                throw Self.map(error, doing: "delete the stored credential")
-            }
-            return !found.isEmpty
         }
     }
 
@@ -321,6 +308,23 @@ public final class SecretServiceStore: CredentialStore {
         _ = ccred_g_hash_table_insert(table, ccred_g_strdup("service"), ccred_g_strdup(serviceName))
         _ = ccred_g_hash_table_insert(table, ccred_g_strdup("profile"), ccred_g_strdup(profile.name))
         return table
+    }
+
+    /// Every item of the profile, for a write or a delete. Refuses (`keyringLocked`) when any of
+    /// them is locked: nothing is changed on a keyring we cannot fully see, not even an unlocked
+    /// duplicate.
+    private static func withItemsUnlessLocked<T>(_ profile: Profile, _ service: UnsafeMutablePointer<SecretService>,
+                                                 _ cancellable: UnsafeMutablePointer<GCancellable>,
+                                                 _ body: (OpaquePointer, [UnsafeMutablePointer<SecretItem>]) throws -> T) throws -> T {
+        let attributes = Self.attributes(profile)
+        defer { ccred_g_hash_table_unref(attributes) }
+        let items = try Self.search(service, attributes, loadSecrets: false, cancellable)
+        defer { Self.free(items) }
+        let found = Self.elements(items)
+        if found.contains(where: { ccred_secret_item_get_locked($0) != 0 }) {
+            throw CredentialError.keyringLocked(Self.lockedMessage)
+        }
+        return try body(attributes, found)
     }
 
     /// Searches every collection without unlocking; locked matches are returned too.

@@ -80,23 +80,7 @@ final class GitHTTPServer {
         try p.run()
         process = p
 
-        let reader = stdoutPipe.fileHandleForReading
-        final class Box: @unchecked Sendable { var text = "" }
-        let box = Box()
-        let done = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            var line = Data()
-            while !line.contains(0x0A) {
-                let chunk = reader.availableData
-                if chunk.isEmpty { break }
-                line.append(chunk)
-            }
-            box.text = String(decoding: line, as: UTF8.self)
-            done.signal()
-        }
-        guard done.wait(timeout: .now() + 10) == .success,
-              let first = box.text.split(separator: "\n").first, first.hasPrefix("PORT="),
-              let n = Int(first.dropFirst(5)), n > 0 else {
+        guard let n = Harness.announcedPort(stdoutPipe, timeout: 10) else {
             p.terminate()
             throw Failure(description: "the git HTTP server did not start (no PORT= line)")
         }

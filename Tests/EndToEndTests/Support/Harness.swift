@@ -40,6 +40,29 @@ enum Harness {
         return url.path
     }()
 
+    /// The port a loopback test server announces as its first stdout line (`PORT=<n>`), or nil when
+    /// none comes within `timeout` seconds.
+    static func announcedPort(_ stdout: Pipe, timeout: Double) -> Int? {
+        final class Box: @unchecked Sendable { var text = "" }
+        let box = Box()
+        let done = DispatchSemaphore(value: 0)
+        let reader = stdout.fileHandleForReading
+        DispatchQueue.global().async {
+            var line = Data()
+            while !line.contains(0x0A) {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                line.append(chunk)
+            }
+            box.text = String(decoding: line, as: UTF8.self)
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + timeout) == .success,
+              let first = box.text.split(separator: "\n").first, first.hasPrefix("PORT="),
+              let n = Int(first.dropFirst(5)), n > 0 else { return nil }
+        return n
+    }
+
     /// Runs an executable with exactly `env`, killing it after `timeout` seconds. stdin comes from
     /// a file holding `stdin` (or /dev/null), not a pipe: a process that stops reading early
     /// (oversized input) must not make the writer in this process fail.

@@ -37,23 +37,7 @@ final class TestIssuer {
         try p.run()
         process = p
 
-        // Read the first line (PORT=n) with a deadline.
-        let reader = stdoutPipe.fileHandleForReading
-        let box = LineBox()
-        let done = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            var line = Data()
-            while !line.contains(0x0A) {
-                let chunk = reader.availableData
-                if chunk.isEmpty { break }
-                line.append(chunk)
-            }
-            box.set(String(decoding: line, as: UTF8.self))
-            done.signal()
-        }
-        guard done.wait(timeout: .now() + startupTimeout) == .success,
-              let first = box.get().split(separator: "\n").first, first.hasPrefix("PORT="),
-              let n = Int(first.dropFirst(5)), n > 0 else {
+        guard let n = Harness.announcedPort(stdoutPipe, timeout: startupTimeout) else {
             p.terminate()
             throw Failure(description: "the test issuer did not start (no PORT= line)")
         }
@@ -171,9 +155,3 @@ final class TestIssuer {
     }
 }
 
-private final class LineBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = ""
-    func set(_ v: String) { lock.lock(); value = v; lock.unlock() }
-    func get() -> String { lock.lock(); defer { lock.unlock() }; return value }
-}
