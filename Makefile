@@ -24,7 +24,7 @@ APT_PACKAGES := libsecret-1-dev libsodium-dev libcurl4-openssl-dev pkg-config \
                 python3-dockerpycreds golang-docker-credential-helpers \
                 mandoc man-db zsh fish hyperfine procps util-linux time openssl bash-completion strace
 
-.PHONY: help deps build release run test test-unit bench bench-smoke demo install uninstall lint-man fuzz clean
+.PHONY: help deps apt-packages build release run test test-unit bench bench-smoke demo install uninstall lint-man fuzz clean
 
 help:
 	@echo "make deps       install the system packages (apt-get; run as root)"
@@ -33,6 +33,10 @@ help:
 	@echo "make demo       an offline walk-through against the local test issuer"
 	@echo "make bench      benchmarks against the C reference helpers -> bench/results.md"
 	@echo "make install    PREFIX=/usr/local DESTDIR= ; make uninstall reverses it"
+
+# The package list, for scripts (.ci/run installs exactly this).
+apt-packages:
+	@echo $(APT_PACKAGES)
 
 deps:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
