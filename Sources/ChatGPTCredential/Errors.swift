@@ -3,7 +3,6 @@
 public enum CredentialError: Error, Equatable, Sendable {
     // 1: failure not covered below
     case failure(String)
-    case notImplemented(String)
     case loginFailed(String)
     // 2: usage
     case usage(String)
@@ -25,7 +24,7 @@ public enum CredentialError: Error, Equatable, Sendable {
     /// The exit-code table. Nothing else in the project decides exit codes.
     public var exitCode: Int32 {
         switch self {
-        case .failure, .notImplemented, .loginFailed: return 1
+        case .failure, .loginFailed: return 1
         case .usage, .badInput: return 2
         case .notSignedIn, .refreshRejected: return 3
         case .temporary, .lockTimeout: return 4
@@ -38,7 +37,6 @@ public enum CredentialError: Error, Equatable, Sendable {
         let text: String
         switch self {
         case .failure(let m): text = m
-        case .notImplemented(let what): text = "\(what) is not implemented yet"
         case .loginFailed(let m): text = "sign-in failed: \(m)"
         case .usage(let m): text = "\(m) (see 'chatgpt-credential --help')"
         case .badInput(let m): text = m

@@ -38,15 +38,3 @@ extension Services {
             lockTimeout: env["CHATGPT_CREDENTIAL_LOCK_TIMEOUT"].flatMap { Double($0) }.flatMap { $0.isNaN ? nil : min(max($0, 0), 600) } ?? 60)
     }
 }
-
-/// Stands in for a store that cannot be used at all.
-final class UnavailableStore: CredentialStore {
-    let kind: StoreKind
-    let reason: String
-    init(kind: StoreKind, reason: String) { self.kind = kind; self.reason = reason }
-    func location(for profile: Profile) -> String { kind.rawValue }
-    func read(_ profile: Profile) throws -> [UInt8]? { throw CredentialError.storeUnavailable(reason) }
-    func write(_ profile: Profile, secret: [UInt8]) throws { throw CredentialError.storeUnavailable(reason) }
-    func delete(_ profile: Profile) throws -> Bool { throw CredentialError.storeUnavailable(reason) }
-    func profiles() throws -> [String] { throw CredentialError.storeUnavailable(reason) }
-}
