@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets without SwiftPM and without touching Package.swift:
-#   1. the C shims (CCurlShim, CSystemShims) with clang, coverage + ASan;
+#   1. the C shims (CCurlShim, CSystemShims, CLibSecretLoader) with clang, coverage + ASan;
 #   2. the library sources (Sources/ChatGPTCredential) once, as one module object with
 #      -enable-testing so targets can `@testable import` internals;
 #   3. one executable per fuzz/targets/<name>.swift, linked with libFuzzer's main.
@@ -35,7 +35,8 @@ INCLUDES=(-I "$ROOT/Sources/CLibSecret" -I "$ROOT/Sources/CSodium"
 
 SAN=(-sanitize=fuzzer,address)
 LIB_SOURCES=$(find "$ROOT/Sources/ChatGPTCredential" -name '*.swift' | sort)
-C_SOURCES=("$ROOT/Sources/CCurlShim/ccurl_shim.c" "$ROOT/Sources/CSystemShims/shims.c")
+C_SOURCES=("$ROOT/Sources/CCurlShim/ccurl_shim.c" "$ROOT/Sources/CSystemShims/shims.c"
+           "$ROOT/Sources/CLibSecretLoader/libsecret_loader.c")
 
 # Rebuild the library object only when a source changed.
 STAMP_INPUTS=$(cat $LIB_SOURCES "${C_SOURCES[@]}" "$0" | cksum)
@@ -45,6 +46,9 @@ if [ ! -f "$OUT/lib.stamp" ] || [ "$(cat "$OUT/lib.stamp")" != "$STAMP_INPUTS" ]
         "$ROOT/Sources/CCurlShim/ccurl_shim.c" -o "$OUT/ccurl_shim.o"
     "$CLANG" -c -O1 -g -fsanitize=fuzzer-no-link,address -I "$ROOT/Sources/CSystemShims/include" \
         "$ROOT/Sources/CSystemShims/shims.c" -o "$OUT/shims.o"
+    # shellcheck disable=SC2086
+    "$CLANG" -c -O1 -g -fsanitize=fuzzer-no-link,address $PKG_CFLAGS \
+        "$ROOT/Sources/CLibSecretLoader/libsecret_loader.c" -o "$OUT/libsecret_loader.o"
     # shellcheck disable=SC2086
     "$SWIFTC" -O -g "${SAN[@]}" -parse-as-library -enable-testing -swift-version 5 \
         -module-name ChatGPTCredential -wmo -num-threads 0 \
@@ -61,12 +65,12 @@ for t in "${TARGETS[@]}"; do
     src="$ROOT/fuzz/targets/$t.swift"
     [ -f "$src" ] || { echo "no such fuzz target: $t" >&2; exit 2; }
     bin="$OUT/fuzz-$t"
-    if [ -f "$bin" ] && [ "$bin" -nt "$src" ] && [ "$bin" -nt "$OUT/ChatGPTCredential.o" ] && [ "$bin" -nt "$ROOT/fuzz/targets/Common.swift" ]; then continue; fi
+    if [ -f "$bin" ] && [ "$bin" -nt "$src" ] && [ "$bin" -nt "$OUT/ChatGPTCredential.o" ] && [ "$bin" -nt "$OUT/libsecret_loader.o" ] && [ "$bin" -nt "$ROOT/fuzz/targets/Common.swift" ]; then continue; fi
     echo "== building fuzz-$t" >&2
     # shellcheck disable=SC2086
     "$SWIFTC" -O -g "${SAN[@]}" -use-ld=lld -parse-as-library -swift-version 5 -module-name "Fuzz_$t" \
         "${INCLUDES[@]}" "${XCC[@]}" \
         "$src" "$ROOT/fuzz/targets/Common.swift" \
-        "$OUT/ChatGPTCredential.o" "$OUT/ccurl_shim.o" "$OUT/shims.o" \
+        "$OUT/ChatGPTCredential.o" "$OUT/ccurl_shim.o" "$OUT/shims.o" "$OUT/libsecret_loader.o" \
         $PKG_LIBS -ldl -o "$bin"
 done
