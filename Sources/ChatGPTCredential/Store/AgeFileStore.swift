@@ -129,7 +129,7 @@ public final class AgeFileStore: CredentialStore {
         let dir = try requireDirectory()
         guard try AtomicFile.checkDirectory(dir, create: false) else { return [] }
         guard let d = opendir(dir) else {
-            throw CredentialError.storeFailure("cannot list \(dir): \(AtomicFile.errorText())")
+            throw CredentialError.storeFailure("cannot list \(dir): \(FileSystem.errorText())")
         }
         defer { closedir(d) }
         var names: [String] = []

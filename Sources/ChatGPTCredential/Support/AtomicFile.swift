@@ -6,8 +6,6 @@ import Glibc
 /// atomic replacement (temp file in the same directory, fsync, rename, fsync the directory) and
 /// exclusive creation. Errors are `CredentialError`s of the store class (exit 5).
 public enum AtomicFile {
-    static func errorText(_ code: Int32 = errno) -> String { String(cString: strerror(code)) }
-
     /// True when `mode` grants anything to group or others.
     static func isLoose(_ mode: mode_t) -> Bool { mode & 0o077 != 0 }
 
@@ -22,11 +20,11 @@ public enum AtomicFile {
             let e = errno
             if e == ENOENT { return nil }
             if e == ELOOP { throw CredentialError.storeFailure("\(path) is a symbolic link; refusing to follow it (replace it with the file itself)") }
-            throw CredentialError.storeFailure("cannot open \(path): \(errorText(e))")
+            throw CredentialError.storeFailure("cannot open \(path): \(FileSystem.errorText(e))")
         }
         defer { close(fd) }
         var st = stat()
-        guard fstat(fd, &st) == 0 else { throw CredentialError.storeFailure("cannot stat \(path): \(errorText())") }
+        guard fstat(fd, &st) == 0 else { throw CredentialError.storeFailure("cannot stat \(path): \(FileSystem.errorText())") }
         guard st.st_mode & S_IFMT == S_IFREG else { throw CredentialError.storeFailure("\(path) is not a regular file; remove it") }
         if isLoose(st.st_mode) { throw CredentialError.permissionsTooOpen(path: path) }
         // Another user's file is not ours to trust, whatever its mode (a symlink target of the
@@ -39,7 +37,7 @@ public enum AtomicFile {
             if n < 0 {
                 if errno == EINTR || errno == EAGAIN { continue }
                 Memory.wipe(&out)
-                throw CredentialError.storeFailure("cannot read \(path): \(errorText())")
+                throw CredentialError.storeFailure("cannot read \(path): \(FileSystem.errorText())")
             }
             if n == 0 { break }
             out += buf[0..<n]
@@ -60,11 +58,11 @@ public enum AtomicFile {
     public static func checkDirectory(_ path: String, create: Bool) throws -> Bool {
         var st = stat()
         if stat(path, &st) != 0 {
-            guard errno == ENOENT else { throw CredentialError.storeFailure("cannot access \(path): \(errorText())") }
+            guard errno == ENOENT else { throw CredentialError.storeFailure("cannot access \(path): \(FileSystem.errorText())") }
             guard create else { return false }
             try makeDirectories(path)
             guard chmod(path, 0o700) == 0, stat(path, &st) == 0 else {
-                throw CredentialError.storeFailure("cannot set up \(path): \(errorText())")
+                throw CredentialError.storeFailure("cannot set up \(path): \(FileSystem.errorText())")
             }
         }
         guard st.st_mode & S_IFMT == S_IFDIR else { throw CredentialError.storeFailure("\(path) is not a directory; remove it") }
@@ -89,7 +87,7 @@ public enum AtomicFile {
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
             prefix += "/" + part
             if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
-                throw CredentialError.storeFailure("cannot create \(prefix): \(errorText())")
+                throw CredentialError.storeFailure("cannot create \(prefix): \(FileSystem.errorText())")
             }
         }
     }
@@ -102,9 +100,9 @@ public enum AtomicFile {
 
     static func fsyncDirectory(_ dir: String) throws {
         let fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw CredentialError.storeFailure("cannot open \(dir): \(errorText())") }
+        guard fd >= 0 else { throw CredentialError.storeFailure("cannot open \(dir): \(FileSystem.errorText())") }
         defer { close(fd) }
-        if fsync(fd) != 0 && errno != EINVAL { throw CredentialError.storeFailure("cannot sync \(dir): \(errorText())") }
+        if fsync(fd) != 0 && errno != EINVAL { throw CredentialError.storeFailure("cannot sync \(dir): \(FileSystem.errorText())") }
     }
 
     /// Writes `bytes` to a new 0600 temp file beside `path` (O_CREAT|O_EXCL|O_NOFOLLOW) and
@@ -116,24 +114,24 @@ public enum AtomicFile {
         for b in Sodium.random(6) { suffix += String(b, radix: 16) }
         let tmp = "\(dir)/.\(base).tmp-\(getpid())-\(suffix)"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw CredentialError.storeFailure("cannot create a file in \(dir): \(errorText())") }
+        guard fd >= 0 else { throw CredentialError.storeFailure("cannot create a file in \(dir): \(FileSystem.errorText())") }
         var ok = false
         defer {
             close(fd)
             if !ok { unlink(tmp) }
         }
         // umask can only clear bits, but make the mode exact whatever it is.
-        guard fchmod(fd, 0o600) == 0 else { throw CredentialError.storeFailure("cannot set the mode of \(tmp): \(errorText())") }
+        guard fchmod(fd, 0o600) == 0 else { throw CredentialError.storeFailure("cannot set the mode of \(tmp): \(FileSystem.errorText())") }
         var written = 0
         while written < bytes.count {
             let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, bytes.count - written) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw CredentialError.storeFailure("cannot write \(path): \(errorText()); check free space in \(dir)")
+                throw CredentialError.storeFailure("cannot write \(path): \(FileSystem.errorText()); check free space in \(dir)")
             }
             written += n
         }
-        guard fsync(fd) == 0 else { throw CredentialError.storeFailure("cannot write \(path): \(errorText()); check free space in \(dir)") }
+        guard fsync(fd) == 0 else { throw CredentialError.storeFailure("cannot write \(path): \(FileSystem.errorText()); check free space in \(dir)") }
         ok = true
         return tmp
     }
@@ -168,7 +166,7 @@ public enum AtomicFile {
         guard rename(tmp, path) == 0 else {
             let e = errno
             unlink(tmp)
-            throw CredentialError.storeFailure("cannot replace \(path): \(errorText(e))")
+            throw CredentialError.storeFailure("cannot replace \(path): \(FileSystem.errorText(e))")
         }
         try fsyncDirectory(split(path).dir)
     }
@@ -181,7 +179,7 @@ public enum AtomicFile {
         defer { unlink(tmp) }
         if link(tmp, path) != 0 {
             if errno == EEXIST { return false }
-            throw CredentialError.storeFailure("cannot create \(path): \(errorText())")
+            throw CredentialError.storeFailure("cannot create \(path): \(FileSystem.errorText())")
         }
         try fsyncDirectory(split(path).dir)
         return true
@@ -191,7 +189,7 @@ public enum AtomicFile {
     public static func remove(_ path: String) throws -> Bool {
         if unlink(path) != 0 {
             if errno == ENOENT { return false }
-            throw CredentialError.storeFailure("cannot remove \(path): \(errorText())")
+            throw CredentialError.storeFailure("cannot remove \(path): \(FileSystem.errorText())")
         }
         try fsyncDirectory(split(path).dir)
         return true

@@ -79,7 +79,8 @@ public final class FileLock {
 
 /// Small file-system helpers shared by the stores and the lock.
 public enum FileSystem {
-    public static func errorText(_ code: Int32) -> String { String(cString: strerror(code)) }
+    /// strerror text for `code` (by default the current errno).
+    public static func errorText(_ code: Int32 = errno) -> String { String(cString: strerror(code)) }
 
     /// Reads a small file (at most `limit` bytes; more is `badInput`), refusing symlinks-to-devices
     /// and anything that is not a regular file.
