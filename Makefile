@@ -59,7 +59,7 @@ test:
 	scripts/with-keyring $(SWIFT) test
 
 test-unit:
-	$(SWIFT) test --filter ChatGPTCredentialTests
+	$(SWIFT) test --skip EndToEndTests
 
 lint-man:
 	mandoc -Tlint -Wwarning man/chatgpt-credential.1

@@ -16,11 +16,22 @@ let libsecretIncludes = [
     "/usr/lib64/glib-2.0/include", "/usr/lib/glib-2.0/include",
 ]
 
+// The module graph (ARCHITECTURE.md): each module imports only the ones listed as its dependencies.
+//   Secrets           <- CSodium                       SecretBytes; libsodium base64, SHA-256, randomness, compare
+//   Age               <- Secrets, CSodium               age v1 format and crypto (reusable on its own)
+//   CredentialCore    <- Secrets, CSystemShims          errors + exit codes, TokenDocument, JSON, files, locks, clock
+//   Stores            <- CredentialCore, Age, CLibSecret(Loader)   Secret Service, age file, auto selector
+//   OAuth             <- CredentialCore, Secrets, CCurlShim         issuer wire calls, sign-in flows, HTTP transport
+//   HelperProtocols   <- CredentialCore, Secrets       git and docker wire formats, Codex import, host rule
+//   Credentials       <- CredentialCore, Stores, OAuth the one owner of every change to a credential
+//   CLI               <- all of the above              the command line, verbs, output formats
+//   chatgpt-credential <- CLI                          argv -> Invocation -> Runner -> exit
 let package = Package(
     name: "chatgpt-credential",
     products: [
         .executable(name: "chatgpt-credential", targets: ["chatgpt-credential"]),
-        .library(name: "ChatGPTCredential", targets: ["ChatGPTCredential"]),
+        // The age v1 implementation is usable on its own.
+        .library(name: "Age", targets: ["Age"]),
     ],
     targets: [
         // Thin C modules over system libraries (swift-nio's CNIO* style).
@@ -39,25 +50,38 @@ let package = Package(
         // dlopen()s libcurl.so.4 on first request; links no libcurl, so `get` of a fresh token
         // never loads the network stack.
         .target(name: "CCurlShim"),
-        // All behaviour lives here; no printing, no exit().
+
+        .target(name: "Secrets", dependencies: ["CSodium"]),
+        .target(name: "Age", dependencies: ["Secrets", "CSodium"]),
+        .target(name: "CredentialCore", dependencies: ["Secrets", "CSystemShims"]),
         .target(
-            name: "ChatGPTCredential",
-            dependencies: ["CLibSecret", "CLibSecretLoader", "CSodium", "CSystemShims", "CCurlShim"],
+            name: "Stores",
+            dependencies: ["CredentialCore", "Age", "Secrets", "CLibSecret", "CLibSecretLoader"],
             swiftSettings: [.unsafeFlags(libsecretIncludes.flatMap { ["-Xcc", "-I" + $0] })]
         ),
+        .target(name: "OAuth", dependencies: ["CredentialCore", "Secrets", "CCurlShim"]),
+        .target(name: "HelperProtocols", dependencies: ["CredentialCore", "Secrets"]),
+        .target(name: "Credentials", dependencies: ["CredentialCore", "Stores", "OAuth"]),
+        .target(
+            name: "CLI",
+            dependencies: ["CredentialCore", "Stores", "OAuth", "HelperProtocols", "Credentials", "Secrets", "CSystemShims"]
+        ),
         // argv -> Invocation -> run -> exit code.
-        .executableTarget(
-            name: "chatgpt-credential",
-            dependencies: ["ChatGPTCredential", "CSystemShims"]
-        ),
-        .testTarget(
-            name: "ChatGPTCredentialTests",
-            dependencies: ["ChatGPTCredential"],
-            exclude: ["age-cctv"] // C2SP age vectors, read at run time via #filePath
-        ),
+        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "CSystemShims"]),
+
+        // Test doubles shared by the unit tests (never shipped).
+        .target(name: "TestSupport", dependencies: ["CredentialCore", "Stores", "OAuth"], path: "Tests/TestSupport"),
+        .testTarget(name: "AgeTests", dependencies: ["Age", "Secrets"],
+                    exclude: ["age-cctv"]), // C2SP age vectors, read at run time via #filePath
+        .testTarget(name: "CredentialCoreTests", dependencies: ["CredentialCore", "Secrets"]),
+        .testTarget(name: "StoresTests", dependencies: ["Stores", "CredentialCore", "Age", "Secrets", "TestSupport"]),
+        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets"]),
+        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["ChatGPTCredential", "chatgpt-credential"]
+            dependencies: ["CLI", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Age", "Secrets", "chatgpt-credential"]
         ),
     ],
     swiftLanguageModes: [.v5]

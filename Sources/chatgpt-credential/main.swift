@@ -1,5 +1,6 @@
 // The executable: argv → Invocation → Runner → exit code (or exec). No policy lives here.
-import ChatGPTCredential
+import CLI
+import CredentialCore
 import CSystemShims
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,9 @@
 import Foundation
 import Testing
-@testable import ChatGPTCredential
+@testable import CLI
+@testable import Stores
+@testable import OAuth
+@testable import CredentialCore
 
 /// Interoperability of the encrypted-file store with the real `age` tool (Debian's age 1.1.1):
 /// files we write decrypt with `age -d -i`, files `age` writes are read by us, and damage is

@@ -1,6 +1,9 @@
 import Foundation
 import Testing
-@testable import ChatGPTCredential
+@testable import CLI
+@testable import Stores
+@testable import OAuth
+@testable import CredentialCore
 
 /// CurlTransport and IssuerClient against the real loopback test issuer (never anything else).
 @Suite struct CurlTransportTests {

@@ -1,6 +1,9 @@
 import Foundation
 import Testing
-import ChatGPTCredential
+import CLI
+import Stores
+import OAuth
+import CredentialCore
 
 /// libsecret (and with it glib, gobject, gio, gcrypt) is dlopen()ed on the first Secret Service
 /// call: linking it would cost every start ~1.6 ms and ~4 MB, a file-store `get` included.

@@ -1,6 +1,9 @@
 import Foundation
 import Testing
-@testable import ChatGPTCredential
+@testable import CLI
+@testable import Stores
+@testable import OAuth
+@testable import CredentialCore
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,6 +1,9 @@
 import Foundation
 import Testing
-import ChatGPTCredential
+import CLI
+import Stores
+import OAuth
+import CredentialCore
 #if canImport(Glibc)
 import Glibc
 #endif

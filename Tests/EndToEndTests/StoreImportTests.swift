@@ -1,6 +1,10 @@
 import Foundation
 import Testing
-@testable import ChatGPTCredential
+@testable import CLI
+@testable import Stores
+@testable import OAuth
+@testable import CredentialCore
+@testable import HelperProtocols
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,0 +1,206 @@
+import CredentialCore
+import Stores
+import OAuth
+import HelperProtocols
+import Credentials
+import Secrets
+
+/// Table-driven argv parsing (see `CommandLineSpec`). Global options may stand before or after
+/// the verb; `--opt=value` and `--opt value` both work; environment variables supply defaults
+/// and flags win. Every error is a `CredentialError.usage` naming the offending word.
+public enum ArgumentParser {
+    public static func parse(_ argv: [String], environment env: [String: String]) throws -> Invocation {
+        var globals = GlobalOptions()
+        let argv0 = argv.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
+        if argv0.hasPrefix("git-credential-") { globals.wire = .git }
+        if argv0.hasPrefix("docker-credential-") { globals.wire = .docker }
+
+        // Defaults from the environment; invalid values are usage errors like bad flags.
+        if let p = env["CHATGPT_CREDENTIAL_PROFILE"], !p.isEmpty { globals.profile = try Profile(p) }
+        if let s = env["CHATGPT_CREDENTIAL_STORE"], !s.isEmpty { globals.store = try storeChoice(s, from: "CHATGPT_CREDENTIAL_STORE") }
+        if truthy(env["CHATGPT_CREDENTIAL_NONINTERACTIVE"]) { globals.nonInteractive = true }
+        if truthy(env["CHATGPT_CREDENTIAL_DEBUG"]) { globals.verbose = true }
+
+        var verb: String?
+        var verbFlags: [String: String?] = [:]
+        var rest: [String] = []
+        var wantHelp = false
+        var wantVersion = false
+        var args = ArraySlice(argv.dropFirst())
+
+        while let arg = args.popFirst() {
+            if arg == "--" {
+                rest = Array(args)
+                args = []
+                break
+            }
+            if arg.hasPrefix("-") && arg != "-" {
+                var name = arg
+                var inline: String?
+                if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") {
+                    name = String(arg[..<eq])
+                    inline = String(arg[arg.index(after: eq)...])
+                } else if !arg.hasPrefix("--") {
+                    // Short options: -v, -h (no bundling of options that take values).
+                    guard arg.count == 2, let spec = CommandLineSpec.globalOptions.first(where: { $0.short == arg.last }) else {
+                        throw CredentialError.usage("unknown option '\(Sanitize.line(arg, limit: 60))'")
+                    }
+                    name = spec.long
+                }
+                func value(_ spec: OptionSpec) throws -> String {
+                    if let inline { return inline }
+                    guard let next = args.popFirst() else { throw CredentialError.usage("option \(spec.long) needs a value (\(spec.value ?? "VALUE"))") }
+                    return next
+                }
+                if let spec = CommandLineSpec.globalOptions.first(where: { $0.long == name }) {
+                    if spec.value == nil, inline != nil { throw CredentialError.usage("option \(name) takes no value") }
+                    switch name {
+                    case "--profile": globals.profile = try Profile(try value(spec))
+                    case "--store": globals.store = try storeChoice(try value(spec), from: "--store")
+                    case "--protocol":
+                        let v = try value(spec)
+                        guard let w = WireProtocol(rawValue: v) else {
+                            throw CredentialError.usage("invalid value '\(Sanitize.line(v, limit: 40))' for --protocol: use plain, git or docker")
+                        }
+                        globals.wire = w
+                    case "--non-interactive": globals.nonInteractive = true
+                    case "--verbose": globals.verbose = true
+                    case "--version": wantVersion = true
+                    case "--help": wantHelp = true
+                    default: break
+                    }
+                    continue
+                }
+                // A verb option: only valid once the verb is known (plain protocol).
+                guard let v = verb, globals.wire == .plain, let vspec = CommandLineSpec.verb(v),
+                      let spec = vspec.options.first(where: { $0.long == name }) else {
+                    if let v = verb, globals.wire == .plain, CommandLineSpec.verb(v) != nil {
+                        throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))' for '\(v)'")
+                    }
+                    throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))'")
+                }
+                if verbFlags[spec.long] != nil { throw CredentialError.usage("option \(spec.long) given twice") }
+                if spec.value == nil {
+                    if inline != nil { throw CredentialError.usage("option \(name) takes no value") }
+                    verbFlags[spec.long] = .some(nil)
+                } else if spec.valueOptional {
+                    if let inline { verbFlags[spec.long] = inline }
+                    else if let next = args.first, !next.hasPrefix("-") { verbFlags[spec.long] = next; args.removeFirst() }
+                    else { verbFlags[spec.long] = .some(nil) }
+                } else {
+                    verbFlags[spec.long] = try value(spec)
+                }
+                continue
+            }
+            if verb == nil {
+                verb = arg
+                if globals.wire == .plain, CommandLineSpec.verb(arg) == nil {
+                    throw CredentialError.usage("unknown verb '\(Sanitize.line(arg, limit: 60))'")
+                }
+                if verb == "exec" {
+                    // Everything after exec's own options is the command.
+                    while let next = args.first, next.hasPrefix("-"), next != "--" {
+                        args.removeFirst()
+                        try absorbGlobal(next, &args, &globals, &wantHelp)
+                    }
+                    if args.first == "--" { args.removeFirst() }
+                    rest = Array(args)
+                    args = []
+                    break
+                }
+                continue
+            }
+            if verb == "help", rest.isEmpty { rest.append(arg); continue }
+            throw CredentialError.usage("unexpected argument '\(Sanitize.line(arg, limit: 60))'")
+        }
+
+        if wantVersion && verb == nil { return Invocation(globals: globals, command: .version) }
+        if globals.wire != .plain {
+            guard let verb else {
+                if wantHelp { return Invocation(globals: globals, command: .help(verb: nil)) }
+                throw CredentialError.usage("missing \(globals.wire.rawValue) helper verb (get, store, erase…)")
+            }
+            if wantHelp { return Invocation(globals: globals, command: .help(verb: nil)) }
+            return Invocation(globals: globals, command: .helper(globals.wire, verb: verb))
+        }
+        guard let verb else {
+            if wantHelp { return Invocation(globals: globals, command: .help(verb: nil)) }
+            throw CredentialError.usage("missing verb")
+        }
+        if wantHelp { return Invocation(globals: globals, command: .help(verb: verb)) }
+        if verb != "exec", verb != "help", !rest.isEmpty {
+            throw CredentialError.usage("unexpected argument '\(Sanitize.line(rest[0], limit: 60))'")
+        }
+        func has(_ o: String) -> Bool { verbFlags[o] != nil }
+
+        let command: Command
+        switch verb {
+        case "help":
+            if let v = rest.first, CommandLineSpec.verb(v) == nil { throw CredentialError.usage("unknown verb '\(Sanitize.line(v, limit: 60))'") }
+            command = .help(verb: rest.first)
+        case "login":
+            let modes: [(String, LoginMode)] = [("--device", .device), ("--browser", .browser), ("--no-browser", .paste)]
+            let chosen = modes.filter { has($0.0) }
+            if chosen.count > 1 { throw CredentialError.usage("choose one of --device, --browser, --no-browser") }
+            command = .login(chosen.first?.1)
+        case "get":
+            var o = GetOptions()
+            let formats: [(String, OutputFormat)] = [("--account-id", .accountId), ("--id-token", .idToken), ("--json", .json),
+                                                     ("--header", .header), ("--env", .env)]
+            let chosen = formats.filter { has($0.0) }
+            if chosen.count > 1 { throw CredentialError.usage("choose one of --account-id, --id-token, --json, --header, --env") }
+            o.format = chosen.first?.1 ?? .token
+            if let raw = verbFlags["--min-ttl"] ?? nil {
+                guard let n = Int64(raw), n >= 0, n <= 366 * 86400 else {
+                    throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --min-ttl: a number of seconds from 0 to 31622400")
+                }
+                o.minTTL = max(300, n)
+                o.requiredTTL = n
+            }
+            o.forceRefresh = has("--force-refresh")
+            command = .get(o)
+        case "store":
+            command = .store(fromCodex: verbFlags["--from-codex"])
+        case "erase":
+            command = .erase(revoke: !has("--no-revoke"))
+        case "status":
+            command = .status(json: has("--json"), all: has("--all"))
+        case "exec":
+            guard !rest.isEmpty else { throw CredentialError.usage("exec needs a command: chatgpt-credential exec -- CMD [ARG…]") }
+            command = .exec(rest)
+        default:
+            throw CredentialError.usage("unknown verb '\(Sanitize.line(verb, limit: 60))'")
+        }
+        return Invocation(globals: globals, command: command)
+    }
+
+    private static func absorbGlobal(_ arg: String, _ args: inout ArraySlice<String>, _ g: inout GlobalOptions, _ help: inout Bool) throws {
+        var name = arg, inline: String?
+        if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") { name = String(arg[..<eq]); inline = String(arg[arg.index(after: eq)...]) }
+        func value() throws -> String {
+            if let inline { return inline }
+            guard let v = args.popFirst() else { throw CredentialError.usage("option \(name) needs a value") }
+            return v
+        }
+        switch name {
+        case "--profile": g.profile = try Profile(try value())
+        case "--store": g.store = try storeChoice(try value(), from: "--store")
+        case "--non-interactive": g.nonInteractive = true
+        case "-v", "--verbose": g.verbose = true
+        case "-h", "--help": help = true
+        default: throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))' for 'exec' (put the command after --)")
+        }
+    }
+
+    static func storeChoice(_ s: String, from source: String) throws -> StoreChoice {
+        guard let c = StoreChoice(rawValue: s) else {
+            throw CredentialError.usage("invalid value '\(Sanitize.line(s, limit: 40))' for \(source): use auto, secret-service or file")
+        }
+        return c
+    }
+
+    static func truthy(_ v: String?) -> Bool {
+        guard let v else { return false }
+        return !["", "0", "false", "no", "off"].contains(v.lowercased())
+    }
+}

@@ -1,0 +1,75 @@
+import CredentialCore
+import Stores
+import OAuth
+import HelperProtocols
+import Credentials
+import Secrets
+
+/// The git and docker helper verbs (SPEC "git protocol", "docker protocol"). The wire formats
+/// live in Protocol/; this file only connects them to the stores and the refresh coordinator.
+extension Runner {
+    func gitHelper(_ g: GlobalOptions, verb word: String) throws -> Outcome {
+        guard let verb = GitCredentialProtocol.Verb(argument: word) else { return .exit(0) } // git: ignore unknown verbs
+        let request = try GitCredentialProtocol.read { try console.readSome($0) }
+        switch verb {
+        case .store:
+            return .exit(0) // the credential is managed by `login`
+        case .get:
+            // Decide before touching any store: other hosts never cause a D-Bus call or a refresh.
+            guard GitCredentialProtocol.shouldAnswer(request) else { return .exit(0) }
+            let fresh = try freshCredential(g, GetOptions())
+            if let answer = try GitCredentialProtocol.answer(for: request, document: fresh.document) { console.out(answer) }
+            return .exit(0)
+        case .erase:
+            guard GitCredentialProtocol.shouldAnswer(request),
+                  let (store, _) = try services.makeSelector(g).locate(g.profile) else { return .exit(0) }
+            let dropped = try coordinator(g, store).dropAccessToken {
+                GitCredentialProtocol.shouldDropAccessToken(request: request, stored: $0)
+            }
+            verbose(g, dropped ? "dropped the rejected access token; the next get refreshes" : "the rejected token is not the stored one; nothing changed")
+            return .exit(0)
+        }
+    }
+
+    func dockerHelper(_ g: GlobalOptions, verb word: String) throws -> Outcome {
+        guard let verb = DockerCredentialProtocol.Verb(argument: word) else {
+            console.out("unknown verb '\(Sanitize.line(word, limit: 40))': use get, store, erase, list or version\n")
+            return .exit(1)
+        }
+        do {
+            switch verb {
+            case .version:
+                console.out("\(CommandLineSpec.programName) \(CommandLineSpec.version)\n")
+            case .store:
+                _ = try DockerStoreRequest.parse(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
+            case .get:
+                let url = try DockerCredentialProtocol.parseServerURL(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
+                guard DockerCredentialProtocol.isChatGPTServer(url) else { return notFound() }
+                do {
+                    let fresh = try freshCredential(g, GetOptions())
+                    console.out(try DockerCredentialProtocol.getAnswer(serverURL: url, document: fresh.document))
+                } catch CredentialError.notSignedIn {
+                    return notFound()
+                }
+            case .erase:
+                let url = try DockerCredentialProtocol.parseServerURL(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
+                guard DockerCredentialProtocol.isChatGPTServer(url),
+                      try services.makeSelector(g).locate(g.profile) != nil else { return notFound() }
+                _ = try erase(g, revoke: true) // docker logout means log out
+            case .list:
+                let found = try services.makeSelector(g).locate(g.profile)
+                console.out(DockerCredentialProtocol.listAnswer(accountId: found?.document.accountId))
+            }
+            return .exit(0)
+        } catch let e as CredentialError {
+            // docker-credential-helpers report every error on stdout with exit status 1.
+            console.out(e.message + "\n")
+            return .exit(1)
+        }
+    }
+
+    private func notFound() -> Outcome {
+        console.out(DockerCredentialProtocol.notFoundOutput)
+        return .exit(1)
+    }
+}

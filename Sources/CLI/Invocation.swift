@@ -1,0 +1,57 @@
+import CredentialCore
+import Stores
+import OAuth
+import HelperProtocols
+import Credentials
+import Secrets
+
+/// What the user asked for, fully parsed and validated. Produced by `ArgumentParser`.
+public enum WireProtocol: String, Sendable { case plain, git, docker }
+
+public enum OutputFormat: String, Sendable {
+    case token, accountId = "account-id", idToken = "id-token", json, header, env
+}
+
+public enum LoginMode: String, Sendable { case device, browser, paste = "no-browser" }
+
+public struct GlobalOptions: Sendable {
+    public var profile: Profile = .default
+    public var store: StoreChoice = .auto
+    public var wire: WireProtocol = .plain
+    public var nonInteractive = false
+    public var verbose = false
+}
+
+public struct GetOptions: Sendable, Equatable {
+    public var format: OutputFormat = .token
+    public var minTTL: Int64 = 300
+    public var forceRefresh = false
+    /// The --min-ttl the caller gave, if any: what a stored token must still satisfy to be printed
+    /// when a refresh fails. Without it, "not yet expired" is enough (SPEC "Refresh").
+    public var requiredTTL: Int64?
+    public init(format: OutputFormat = .token, minTTL: Int64 = 300, forceRefresh: Bool = false, requiredTTL: Int64? = nil) {
+        self.format = format; self.minTTL = minTTL; self.forceRefresh = forceRefresh; self.requiredTTL = requiredTTL
+    }
+
+    /// What the refresh decision needs of these options.
+    public var freshness: Freshness { Freshness(minTTL: minTTL, forceRefresh: forceRefresh, requiredTTL: requiredTTL) }
+}
+
+public enum Command: Sendable {
+    case help(verb: String?)
+    case version
+    case login(LoginMode?)
+    case get(GetOptions)
+    /// `fromCodex`: nil = read stdin; .some(nil) = default Codex path; .some(path).
+    case store(fromCodex: String??)
+    case erase(revoke: Bool)
+    case status(json: Bool, all: Bool)
+    case exec([String])
+    /// A git/docker protocol verb (any word; unknown ones are ignored by the protocol).
+    case helper(WireProtocol, verb: String)
+}
+
+public struct Invocation: Sendable {
+    public var globals: GlobalOptions
+    public var command: Command
+}

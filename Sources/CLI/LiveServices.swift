@@ -1,0 +1,46 @@
+import CredentialCore
+import Stores
+import OAuth
+import HelperProtocols
+import Credentials
+import Secrets
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The real wiring: Secret Service through libsecret, the age file store, the issuer over HTTPS.
+extension Services {
+    public static func live(environment env: [String: String], console: Console) -> Services {
+        let paths = Paths(environment: env)
+        return Services(
+            environment: env,
+            paths: paths,
+            makeSelector: { g in
+                StoreSelector(
+                    choice: g.store,
+                    secretService: { SecretServiceStore() },
+                    file: { AgeFileStore(environment: env, interactive: !g.nonInteractive) },
+                    fileHolds: { profile in
+                        // One lstat: whether the encrypted file exists decides where auto looks.
+                        guard let path = paths.encryptedFile(for: profile) else { return false }
+                        var st = stat()
+                        return lstat(path, &st) == 0
+                    },
+                    probe: { SecretServiceStore.probe() })
+            },
+            makeRefresher: { _ in IssuerClient(config: try IssuerConfig.fromEnvironment(env)) },
+            revoke: { _, refreshToken in
+                do {
+                    let client = IssuerClient(config: try IssuerConfig.fromEnvironment(env))
+                    return client.revoke(refreshToken: refreshToken) ? nil : "the issuer did not confirm"
+                } catch let e as CredentialError {
+                    return e.message
+                } catch {
+                    return "\(error)"
+                }
+            },
+            // Tuning for tests and slow machines: how long a waiting `get` queues behind another
+            // process's refresh before exit 4 (default 60 s).
+            lockTimeout: env["CHATGPT_CREDENTIAL_LOCK_TIMEOUT"].flatMap { Double($0) }.flatMap { $0.isNaN ? nil : min(max($0, 0), 600) } ?? 60)
+    }
+}

@@ -1,0 +1,70 @@
+import CredentialCore
+import Stores
+import OAuth
+import HelperProtocols
+import Credentials
+import Secrets
+
+/// `login [--device | --browser | --no-browser]`: picks a flow, runs it, stores the tokens where
+/// `auto` says (under the profile lock) and reports who signed in.
+extension Runner {
+    /// An explicit flag wins; otherwise the device flow over SSH or without a display, else the browser.
+    static func defaultLoginMode(_ env: [String: String]) -> LoginMode {
+        func set(_ k: String) -> Bool { !(env[k] ?? "").isEmpty }
+        if set("SSH_CONNECTION") || set("SSH_TTY") { return .device }
+        if set("DISPLAY") || set("WAYLAND_DISPLAY") { return .browser }
+        return .device
+    }
+
+    func login(_ g: GlobalOptions, mode: LoginMode?) throws -> Outcome {
+        let env = services.environment
+        let client = IssuerClient(config: try IssuerConfig.fromEnvironment(env))
+        let chosen = mode ?? Self.defaultLoginMode(env)
+        verbose(g, "login: \(chosen.rawValue) flow against \(client.config.baseURL)")
+
+        let interrupt = InterruptWatch.install()
+        defer { interrupt?.restore() }
+
+        var stored: TokenDocument?
+        func keep(_ grant: TokenGrant) throws {
+            let document = TokenDocument.fromTokens(accessToken: grant.accessToken, refreshToken: grant.refreshToken,
+                                                    idToken: grant.idToken, now: services.now())
+            _ = try saveNewCredential(document, g)
+            stored = document
+        }
+
+        do {
+            try runFlow(chosen, g, client: client, interrupt: interrupt, keep: keep)
+        } catch let e as CredentialError where e == InterruptWatch.cancelled {
+            // The terminal echoed "^C" without a newline; start the message on a line of its own.
+            if console.stderrIsTerminal { console.err("") }
+            throw e
+        }
+        guard let d = stored else { throw CredentialError.loginFailed("the sign-in ended without tokens") }
+        let email = d.email.isEmpty ? "unknown email" : d.email
+        let plan = d.plan.isEmpty ? "unknown plan" : d.plan
+        let account = d.accountId.isEmpty ? "unknown" : d.accountId
+        console.err(Sanitize.line("Signed in as \(email) (\(plan)), account \(account)"))
+        return .exit(0)
+    }
+
+    private func runFlow(_ chosen: LoginMode, _ g: GlobalOptions, client: IssuerClient, interrupt: InterruptWatch?,
+                         keep: (TokenGrant) throws -> Void) throws {
+        let env = services.environment
+        switch chosen {
+        case .device:
+            var flow = DeviceCodeFlow(client: client, console: console, interrupt: interrupt)
+            flow.debug = { self.verbose(g, $0) }
+            try keep(try flow.run())
+        case .paste:
+            let flow = PasteBackFlow(client: client, console: console, interrupt: interrupt, nonInteractive: g.nonInteractive)
+            try flow.checkUsable()
+            try keep(try flow.run())
+        case .browser:
+            var flow = BrowserFlow(client: client, console: console, interrupt: interrupt, environment: env,
+                                   openBrowser: !g.nonInteractive)
+            flow.debug = { self.verbose(g, $0) }
+            try flow.run(complete: keep)
+        }
+    }
+}

@@ -1,0 +1,34 @@
+import CredentialCore
+import Stores
+import OAuth
+import HelperProtocols
+import Credentials
+import Secrets
+
+/// The seams between the command layer and the outside world: stores, the issuer, the clock.
+/// `Services.live` wires the real ones; unit tests inject memory stores and scripted issuers.
+public struct Services {
+    public var environment: [String: String]
+    public var paths: Paths
+    public var now: () -> Int64
+    public var makeSelector: (GlobalOptions) -> StoreSelector
+    /// Built only when a refresh is actually needed, so the fresh-token path loads no network code.
+    public var makeRefresher: (GlobalOptions) throws -> TokenRefreshing
+    /// Best-effort revocation (10 s); returns a notice on failure, nil on success.
+    public var revoke: (GlobalOptions, String) -> String?
+    public var lockTimeout: Double
+
+    public init(environment: [String: String], paths: Paths, now: @escaping () -> Int64 = Clock.now,
+                makeSelector: @escaping (GlobalOptions) -> StoreSelector,
+                makeRefresher: @escaping (GlobalOptions) throws -> TokenRefreshing,
+                revoke: @escaping (GlobalOptions, String) -> String?,
+                lockTimeout: Double = 60) {
+        self.environment = environment
+        self.paths = paths
+        self.now = now
+        self.makeSelector = makeSelector
+        self.makeRefresher = makeRefresher
+        self.revoke = revoke
+        self.lockTimeout = lockTimeout
+    }
+}

@@ -1,0 +1,66 @@
+import Secrets
+
+/// Every failure the library can report. Each case maps to exactly one exit code in
+/// `exitCode` below: that switch is the project's single exit-code table (see SPEC "Exit codes").
+public enum CredentialError: Error, Equatable, Sendable {
+    // 1: failure not covered below
+    case failure(String)
+    case loginFailed(String)
+    // 2: usage
+    case usage(String)
+    case badInput(String)
+    // 3: login required
+    case notSignedIn(profile: String)
+    case refreshRejected(profile: String, code: String)
+    // 4: temporary
+    case temporary(String)
+    case lockTimeout(profile: String)
+    // 5: store problem
+    case keyringLocked(String)
+    case storeUnavailable(String)
+    case storeCorrupt(String)
+    case wrongKey(String)
+    case permissionsTooOpen(path: String)
+    case storeFailure(String)
+
+    /// The exit-code table. Nothing else in the project decides exit codes.
+    public var exitCode: Int32 {
+        switch self {
+        case .failure, .loginFailed: return 1
+        case .usage, .badInput: return 2
+        case .notSignedIn, .refreshRejected: return 3
+        case .temporary, .lockTimeout: return 4
+        case .keyringLocked, .storeUnavailable, .storeCorrupt, .wrongKey, .permissionsTooOpen, .storeFailure: return 5
+        }
+    }
+
+    /// One line: what happened and what to do next. Free of control bytes.
+    public var message: String {
+        let text: String
+        switch self {
+        case .failure(let m): text = m
+        case .loginFailed(let m): text = "sign-in failed: \(m)"
+        case .usage(let m): text = "\(m) (see 'chatgpt-credential --help')"
+        case .badInput(let m): text = m
+        case .notSignedIn(let p):
+            text = p == "default"
+                ? "not signed in; run: chatgpt-credential login"
+                : "profile '\(p)' is not signed in; run: chatgpt-credential --profile \(p) login"
+        case .refreshRejected(let p, let code):
+            let login = p == "default" ? "chatgpt-credential login" : "chatgpt-credential --profile \(p) login"
+            text = "the issuer rejected the refresh token (\(code)); sign in again: \(login)"
+        case .temporary(let m): text = "\(m); try again later"
+        case .lockTimeout(let p): text = "timed out waiting for another chatgpt-credential process refreshing profile '\(p)'; try again"
+        case .keyringLocked(let m): text = m
+        case .storeUnavailable(let m): text = m
+        case .storeCorrupt(let m): text = m
+        case .wrongKey(let m): text = m
+        case .permissionsTooOpen(let path):
+            // A path ending in "/" names a directory, which needs its x bit: 700, not 600.
+            let mode = path.hasSuffix("/") ? "700" : "600"
+            text = "\(path) is accessible by group or others; run: chmod \(mode) \(path)"
+        case .storeFailure(let m): text = m
+        }
+        return Sanitize.line(text)
+    }
+}

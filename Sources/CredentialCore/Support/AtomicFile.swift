@@ -1,0 +1,198 @@
+import Secrets
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// File primitives for secrets: reads that never follow a symlink and refuse loose permissions,
+/// atomic replacement (temp file in the same directory, fsync, rename, fsync the directory) and
+/// exclusive creation. Errors are `CredentialError`s of the store class (exit 5).
+public enum AtomicFile {
+    /// True when `mode` grants anything to group or others.
+    static func isLoose(_ mode: mode_t) -> Bool { mode & 0o077 != 0 }
+
+    /// The contents of the regular file at `path`, or nil when there is none. Refuses a symlink
+    /// (unless `followSymlinks`), anything but a regular file, a file group/others may access, and
+    /// a file longer than `maxBytes`.
+    public static func read(_ path: String, maxBytes: Int, followSymlinks: Bool = false) throws -> [UInt8]? {
+        var flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK
+        if !followSymlinks { flags |= O_NOFOLLOW }
+        let fd = open(path, flags)
+        if fd < 0 {
+            let e = errno
+            if e == ENOENT { return nil }
+            if e == ELOOP { throw CredentialError.storeFailure("\(path) is a symbolic link; refusing to follow it (replace it with the file itself)") }
+            throw CredentialError.storeFailure("cannot open \(path): \(FileSystem.errorText(e))")
+        }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw CredentialError.storeFailure("cannot stat \(path): \(FileSystem.errorText())") }
+        guard st.st_mode & S_IFMT == S_IFREG else { throw CredentialError.storeFailure("\(path) is not a regular file; remove it") }
+        if isLoose(st.st_mode) { throw CredentialError.permissionsTooOpen(path: path) }
+        // Another user's file is not ours to trust, whatever its mode (a symlink target of the
+        // passphrase file is the caller's choice, so only files read without following are checked).
+        if !followSymlinks { try checkOwner(st, path) }
+        var out: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                Memory.wipe(&out)
+                throw CredentialError.storeFailure("cannot read \(path): \(FileSystem.errorText())")
+            }
+            if n == 0 { break }
+            out += buf[0..<n]
+            if out.count > maxBytes {
+                Memory.wipe(&out)
+                Memory.wipe(&buf)
+                throw CredentialError.storeCorrupt("\(path) is larger than any credential file (over \(maxBytes) bytes); remove it and sign in again")
+            }
+        }
+        Memory.wipe(&buf)
+        return out
+    }
+
+    /// With `create`, makes `path` and any missing parents (new directories 0700). Then insists
+    /// that `path` is a directory nobody but its owner can access (else `permissionsTooOpen`
+    /// with a trailing "/"). Returns false when it does not exist and was not to be created.
+    @discardableResult
+    public static func checkDirectory(_ path: String, create: Bool) throws -> Bool {
+        var st = stat()
+        if stat(path, &st) != 0 {
+            guard errno == ENOENT else { throw CredentialError.storeFailure("cannot access \(path): \(FileSystem.errorText())") }
+            guard create else { return false }
+            try makeDirectories(path)
+            guard chmod(path, 0o700) == 0, stat(path, &st) == 0 else {
+                throw CredentialError.storeFailure("cannot set up \(path): \(FileSystem.errorText())")
+            }
+        }
+        guard st.st_mode & S_IFMT == S_IFDIR else { throw CredentialError.storeFailure("\(path) is not a directory; remove it") }
+        // Another user could swap files in a directory they own, whatever its mode.
+        try checkOwner(st, path + "/")
+        // The trailing slash tells the message this is a directory (chmod 700).
+        if isLoose(st.st_mode) { throw CredentialError.permissionsTooOpen(path: path + "/") }
+        return true
+    }
+
+    /// Refuses a file or directory that belongs to another user (root bypasses modes, so the
+    /// owner is what tells another user's file apart).
+    static func checkOwner(_ st: stat, _ path: String) throws {
+        guard st.st_uid == geteuid() else {
+            throw CredentialError.storeFailure(
+                "\(path) belongs to another user (uid \(st.st_uid)); refusing to use it: remove it, or run as its owner")
+        }
+    }
+
+    private static func makeDirectories(_ path: String) throws {
+        var prefix = ""
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            prefix += "/" + part
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+                throw CredentialError.storeFailure("cannot create \(prefix): \(FileSystem.errorText())")
+            }
+        }
+    }
+
+    package static func split(_ path: String) -> (dir: String, base: String) {
+        guard let slash = path.lastIndex(of: "/") else { return (".", path) }
+        let dir = String(path[..<slash])
+        return (dir.isEmpty ? "/" : dir, String(path[path.index(after: slash)...]))
+    }
+
+    static func fsyncDirectory(_ dir: String) throws {
+        let fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw CredentialError.storeFailure("cannot open \(dir): \(FileSystem.errorText())") }
+        defer { close(fd) }
+        if fsync(fd) != 0 && errno != EINVAL { throw CredentialError.storeFailure("cannot sync \(dir): \(FileSystem.errorText())") }
+    }
+
+    /// Writes `bytes` to a new 0600 temp file beside `path` (O_CREAT|O_EXCL|O_NOFOLLOW) and
+    /// fsyncs it. Returns the temp path; the caller renames or links it and must unlink it on failure.
+    private static func writeTemp(_ bytes: [UInt8], beside path: String) throws -> String {
+        let (dir, base) = split(path)
+        removeStaleTemps(in: dir, base: base)
+        var suffix = ""
+        for b in Sodium.random(6) { suffix += String(b, radix: 16) }
+        let tmp = "\(dir)/.\(base).tmp-\(getpid())-\(suffix)"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw CredentialError.storeFailure("cannot create a file in \(dir): \(FileSystem.errorText())") }
+        var ok = false
+        defer {
+            close(fd)
+            if !ok { unlink(tmp) }
+        }
+        // umask can only clear bits, but make the mode exact whatever it is.
+        guard fchmod(fd, 0o600) == 0 else { throw CredentialError.storeFailure("cannot set the mode of \(tmp): \(FileSystem.errorText())") }
+        var written = 0
+        while written < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, bytes.count - written) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw CredentialError.storeFailure("cannot write \(path): \(FileSystem.errorText()); check free space in \(dir)")
+            }
+            written += n
+        }
+        guard fsync(fd) == 0 else { throw CredentialError.storeFailure("cannot write \(path): \(FileSystem.errorText()); check free space in \(dir)") }
+        ok = true
+        return tmp
+    }
+
+    /// Removes `.BASE.tmp-PID-*` files in `dir` left by a writer that was killed before it could
+    /// rename or unlink them: only regular files of ours whose PID is no longer alive (a live
+    /// writer's temp file is never touched). They hold ciphertext only, but should not pile up.
+    static func removeStaleTemps(in dir: String, base: String) {
+        guard let d = opendir(dir) else { return }
+        defer { closedir(d) }
+        let prefix = "." + base + ".tmp-"
+        while let entry = readdir(d) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            guard name.hasPrefix(prefix) else { continue }
+            let rest = name.dropFirst(prefix.count)
+            guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0 else { continue }
+            guard kill(pid, 0) != 0 && errno == ESRCH else { continue }
+            var st = stat()
+            let full = dir + "/" + name
+            guard lstat(full, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid() else { continue }
+            unlink(full)
+        }
+    }
+
+    /// Atomically replaces `path` with `bytes` (mode 0600): readers see the old file or the new
+    /// one, never a mix, and after a crash one of the two survives. On failure `path` is untouched
+    /// and no temp file is left behind.
+    public static func replace(_ path: String, with bytes: [UInt8]) throws {
+        let tmp = try writeTemp(bytes, beside: path)
+        guard rename(tmp, path) == 0 else {
+            let e = errno
+            unlink(tmp)
+            throw CredentialError.storeFailure("cannot replace \(path): \(FileSystem.errorText(e))")
+        }
+        try fsyncDirectory(split(path).dir)
+    }
+
+    /// Creates `path` holding `bytes` (mode 0600) only if nothing exists there yet, atomically:
+    /// the file appears complete or not at all (written to a temp file, then hard-linked, which
+    /// fails with EEXIST like O_EXCL). Returns false when another file was already there.
+    public static func createExclusive(_ path: String, with bytes: [UInt8]) throws -> Bool {
+        let tmp = try writeTemp(bytes, beside: path)
+        defer { unlink(tmp) }
+        if link(tmp, path) != 0 {
+            if errno == EEXIST { return false }
+            throw CredentialError.storeFailure("cannot create \(path): \(FileSystem.errorText())")
+        }
+        try fsyncDirectory(split(path).dir)
+        return true
+    }
+
+    /// Removes `path` (never following a symlink there); false when there was nothing.
+    public static func remove(_ path: String) throws -> Bool {
+        if unlink(path) != 0 {
+            if errno == ENOENT { return false }
+            throw CredentialError.storeFailure("cannot remove \(path): \(FileSystem.errorText())")
+        }
+        try fsyncDirectory(split(path).dir)
+        return true
+    }
+}

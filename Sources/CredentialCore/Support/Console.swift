@@ -1,0 +1,22 @@
+import Secrets
+
+/// The process's standard streams as the library sees them. The executable provides the real
+/// one; tests provide a recording one. Everything the user sees goes through here.
+public protocol Console: AnyObject {
+    /// Writes to stdout exactly as given.
+    func out(_ text: String)
+    /// Writes one line (a newline is added) to stderr.
+    func err(_ line: String)
+    /// Reads all of stdin, at most `limit` bytes; more than that throws `badInput`.
+    func readInput(limit: Int) throws -> [UInt8]
+    /// Reads up to `max` bytes of stdin; an empty array at end of input.
+    func readSome(_ max: Int) throws -> [UInt8]
+    var stdinIsTerminal: Bool { get }
+    var stderrIsTerminal: Bool { get }
+}
+
+/// How a run ends: an exit status, or (for `exec`) replacing this process with another.
+public enum Outcome: Equatable, Sendable {
+    case exit(Int32)
+    case replaceProcess(argv: [String], environment: [String: String])
+}

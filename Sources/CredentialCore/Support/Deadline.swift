@@ -1,0 +1,158 @@
+import Secrets
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs blocking work with a wall-clock deadline, without Foundation or Dispatch: the work runs
+/// on a detached pthread and the caller waits on a POSIX semaphore with a timeout. When the
+/// deadline passes the caller gets `nil` at once and `onTimeout` runs (e.g. to cancel a
+/// GCancellable so the worker unwinds); the worker's late result is discarded.
+public enum Deadline {
+    /// The deadline for Secret Service calls, in seconds (SPEC "Stores"): 30 s when stdin or
+    /// stderr is a terminal (a person may be answering an unlock prompt), 3 s otherwise (gh's
+    /// value: scripts must not hang on a D-Bus activation that never completes).
+    /// `CHATGPT_CREDENTIAL_DBUS_TIMEOUT` (seconds, decimal, > 0) overrides both; tests use it.
+    public static func secretServiceSeconds() -> Double {
+        if let raw = getenv("CHATGPT_CREDENTIAL_DBUS_TIMEOUT"), let value = parseSeconds(String(cString: raw)) {
+            return value
+        }
+        return (isatty(0) == 1 || isatty(2) == 1) ? 30 : 3
+    }
+
+    /// Parses `3`, `0.5`, `1.25` (no exponent, no sign); nil for anything else or for <= 0.
+    public static func parseSeconds(_ text: String) -> Double? {
+        var whole: Double = 0, fraction: Double = 0, scale: Double = 1
+        var seenDot = false, digits = 0
+        for b in text.utf8 {
+            if b == 46 {
+                if seenDot { return nil }
+                seenDot = true
+            } else if b >= 48 && b <= 57 {
+                digits += 1
+                if seenDot { scale /= 10; fraction += Double(b - 48) * scale } else { whole = whole * 10 + Double(b - 48) }
+            } else {
+                return nil
+            }
+        }
+        let value = whole + fraction
+        guard digits > 0, value > 0, value <= 3600 else { return nil }
+        return value
+    }
+
+    /// `3` -> "3 s", `1.5` -> "1.5 s", `0.25` -> "0.25 s".
+    public static func describe(_ seconds: Double) -> String {
+        let millis = Int64((seconds * 1000).rounded())
+        var text = String(millis / 1000)
+        var rest = millis % 1000
+        if rest != 0 {
+            var frac = ""
+            var div: Int64 = 100
+            while rest != 0 && div > 0 { frac.append(Character(Unicode.Scalar(UInt8(48 + rest / div)))); rest %= div; div /= 10 }
+            text += "." + frac
+        }
+        return text + " s"
+    }
+
+    /// Runs `work` on a worker thread; returns its result, or nil when `seconds` pass first
+    /// (then `onTimeout` has run). Falls back to running inline if no thread can be created.
+    public static func run<T>(seconds: Double, onTimeout: () -> Void, _ work: @escaping () -> T) -> T? {
+        let job = Job<T>(work)
+        let retained = Unmanaged.passRetained(job).toOpaque()
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, nil, { raw in
+            let job = Unmanaged<JobBase>.fromOpaque(raw!).takeRetainedValue()
+            job.execute()
+            return nil
+        }, retained)
+        guard rc == 0 else {
+            Unmanaged<JobBase>.fromOpaque(retained).release()
+            return work()
+        }
+        pthread_detach(thread)
+        if job.wait(seconds: seconds) { return job.result }
+        onTimeout()
+        return nil
+    }
+}
+
+extension Deadline {
+    /// Runs `work` on the calling thread while a watchdog thread waits out `seconds`; if `work`
+    /// has not returned by then the watchdog calls `onTimeout` (from its own thread), which must
+    /// make `work` return promptly, e.g. by cancelling the GCancellable it waits on. Unlike
+    /// `run`, the result needs no hand-off from a worker thread: on the hot path the calling
+    /// thread is woken by the D-Bus thread directly, as in a C program. Falls back to `run`
+    /// when no watchdog thread can be created.
+    public static func watch<T>(seconds: Double, onTimeout: @escaping () -> Void, _ work: @escaping () -> T) -> T? {
+        let watchdog = Watchdog(seconds: seconds, onTimeout: onTimeout)
+        let retained = Unmanaged.passRetained(watchdog).toOpaque()
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, nil, { raw in
+            let watchdog = Unmanaged<Watchdog>.fromOpaque(raw!).takeRetainedValue()
+            watchdog.wait()
+            return nil
+        }, retained)
+        guard rc == 0 else {
+            Unmanaged<Watchdog>.fromOpaque(retained).release()
+            return run(seconds: seconds, onTimeout: onTimeout, work)
+        }
+        pthread_detach(thread)
+        let result = work()
+        watchdog.finished()
+        return result
+    }
+}
+
+/// The watchdog of `Deadline.watch`: calls `onTimeout` unless `finished()` comes first.
+final class Watchdog: JobBase {
+    private let seconds: Double
+    private let onTimeout: () -> Void
+    init(seconds: Double, onTimeout: @escaping () -> Void) {
+        self.seconds = seconds
+        self.onTimeout = onTimeout
+    }
+    func finished() { sem_post(semaphore) }
+    func wait() {
+        if !wait(seconds: seconds) { onTimeout() }
+    }
+}
+
+/// Non-generic base so the C thread entry point can recover the object.
+class JobBase {
+    let semaphore: UnsafeMutablePointer<sem_t>
+    init() {
+        semaphore = .allocate(capacity: 1)
+        sem_init(semaphore, 0, 0)
+    }
+    deinit {
+        sem_destroy(semaphore)
+        semaphore.deallocate()
+    }
+    func execute() {}
+
+    /// True when the work finished within `seconds`.
+    func wait(seconds: Double) -> Bool {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let whole = seconds.rounded(.down)
+        var nanos = Int(now.tv_nsec) + Int((seconds - whole) * 1_000_000_000)
+        var secs = Int(now.tv_sec) + Int(whole)
+        if nanos >= 1_000_000_000 { secs += 1; nanos -= 1_000_000_000 }
+        var until = timespec(tv_sec: secs, tv_nsec: nanos)
+        while true {
+            if sem_timedwait(semaphore, &until) == 0 { return true }
+            if errno == EINTR { continue }
+            // A result that landed just as the clock ran out still counts.
+            return sem_trywait(semaphore) == 0
+        }
+    }
+}
+
+final class Job<T>: JobBase {
+    private let work: () -> T
+    private(set) var result: T?
+    init(_ work: @escaping () -> T) { self.work = work }
+    override func execute() {
+        result = work()
+        sem_post(semaphore)
+    }
+}

@@ -1,0 +1,293 @@
+import Secrets
+
+/// A small, strict, bounded JSON reader and writer (RFC 8259). Ours rather than Foundation's so the
+/// hot path links no Foundation, and so every outside body goes through one parser that can be fuzzed.
+public enum JSONValue: Equatable, Sendable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    /// Members in document order; duplicate keys are rejected by the parser.
+    case object([(String, JSONValue)])
+
+    public static func == (a: JSONValue, b: JSONValue) -> Bool {
+        switch (a, b) {
+        case (.null, .null): return true
+        case let (.bool(x), .bool(y)): return x == y
+        case let (.number(x), .number(y)): return x == y
+        case let (.string(x), .string(y)): return x == y
+        case let (.array(x), .array(y)): return x == y
+        case let (.object(x), .object(y)):
+            return x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        default: return false
+        }
+    }
+
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let members) = self {
+            for (k, v) in members where k == key { return v }
+        }
+        return nil
+    }
+
+    public var stringValue: String? { if case .string(let s) = self { return s }; return nil }
+    public var doubleValue: Double? { if case .number(let d) = self { return d }; return nil }
+    public var boolValue: Bool? { if case .bool(let b) = self { return b }; return nil }
+    public var isObject: Bool { if case .object = self { return true }; return false }
+    /// An integer from a number or from a string of digits (the issuer sends `interval` both ways).
+    public var intValue: Int? {
+        switch self {
+        case .number(let d) where d.rounded() == d && abs(d) < 1e15: return Int(d)
+        case .string(let s): return Int(s.trimmingSpaces())
+        default: return nil
+        }
+    }
+}
+
+public struct JSONError: Error, Equatable, Sendable {
+    public let reason: String
+    public let offset: Int
+}
+
+extension String {
+    package func trimmingSpaces() -> String {
+        var s = Substring(self)
+        while let f = s.first, f == " " || f == "\t" || f == "\n" || f == "\r" { s.removeFirst() }
+        while let l = s.last, l == " " || l == "\t" || l == "\n" || l == "\r" { s.removeLast() }
+        return String(s)
+    }
+}
+
+public enum JSON {
+    public static let maxDepth = 64
+
+    public static func parse(_ text: String, maxBytes: Int = 1 << 20) throws -> JSONValue {
+        try parse(Array(text.utf8), maxBytes: maxBytes)
+    }
+
+    public static func parse<C: Collection>(_ bytes: C, maxBytes: Int = 1 << 20) throws -> JSONValue where C.Element == UInt8 {
+        if bytes.count > maxBytes { throw JSONError(reason: "document larger than \(maxBytes) bytes", offset: 0) }
+        var p = Parser(bytes: Array(bytes))
+        p.skipSpace()
+        let v = try p.value(depth: 0)
+        p.skipSpace()
+        if p.i != p.bytes.count { throw JSONError(reason: "trailing data", offset: p.i) }
+        return v
+    }
+
+    private struct Parser {
+        let bytes: [UInt8]
+        var i = 0
+
+        mutating func skipSpace() {
+            while i < bytes.count, bytes[i] == 0x20 || bytes[i] == 0x09 || bytes[i] == 0x0A || bytes[i] == 0x0D { i += 1 }
+        }
+
+        func fail(_ r: String) -> JSONError { JSONError(reason: r, offset: i) }
+
+        mutating func value(depth: Int) throws -> JSONValue {
+            guard depth < JSON.maxDepth else { throw fail("nesting too deep") }
+            guard i < bytes.count else { throw fail("unexpected end") }
+            switch bytes[i] {
+            case UInt8(ascii: "{"): return try object(depth: depth)
+            case UInt8(ascii: "["): return try array(depth: depth)
+            case UInt8(ascii: "\""): return .string(try string())
+            case UInt8(ascii: "t"): try literal("true"); return .bool(true)
+            case UInt8(ascii: "f"): try literal("false"); return .bool(false)
+            case UInt8(ascii: "n"): try literal("null"); return .null
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try number())
+            default: throw fail("unexpected character")
+            }
+        }
+
+        mutating func literal(_ word: StaticString) throws {
+            let w = word.withUTF8Buffer { Array($0) }
+            guard i + w.count <= bytes.count, Array(bytes[i..<i + w.count]) == w else { throw fail("bad literal") }
+            i += w.count
+        }
+
+        mutating func object(depth: Int) throws -> JSONValue {
+            i += 1
+            var members: [(String, JSONValue)] = []
+            var seen = Set<String>()
+            skipSpace()
+            if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(members) }
+            while true {
+                skipSpace()
+                guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected a key") }
+                let key = try string()
+                guard seen.insert(key).inserted else { throw fail("duplicate key") }
+                skipSpace()
+                guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+                i += 1
+                skipSpace()
+                members.append((key, try value(depth: depth + 1)))
+                skipSpace()
+                guard i < bytes.count else { throw fail("unexpected end") }
+                if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
+                if bytes[i] == UInt8(ascii: "}") { i += 1; return .object(members) }
+                throw fail("expected ',' or '}'")
+            }
+        }
+
+        mutating func array(depth: Int) throws -> JSONValue {
+            i += 1
+            var items: [JSONValue] = []
+            skipSpace()
+            if i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items) }
+            while true {
+                skipSpace()
+                items.append(try value(depth: depth + 1))
+                skipSpace()
+                guard i < bytes.count else { throw fail("unexpected end") }
+                if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
+                if bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items) }
+                throw fail("expected ',' or ']'")
+            }
+        }
+
+        mutating func hex4() throws -> UInt32 {
+            guard i + 4 <= bytes.count else { throw fail("short \\u escape") }
+            var v: UInt32 = 0
+            for _ in 0..<4 {
+                let c = bytes[i]
+                let d: UInt32
+                switch c {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): d = UInt32(c - UInt8(ascii: "0"))
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): d = UInt32(c - UInt8(ascii: "a") + 10)
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): d = UInt32(c - UInt8(ascii: "A") + 10)
+                default: throw fail("bad \\u escape")
+                }
+                v = v << 4 | d
+                i += 1
+            }
+            return v
+        }
+
+        mutating func string() throws -> String {
+            i += 1
+            var out: [UInt8] = []
+            while true {
+                guard i < bytes.count else { throw fail("unterminated string") }
+                let c = bytes[i]
+                if c == UInt8(ascii: "\"") { i += 1; break }
+                if c < 0x20 { throw fail("control character in string") }
+                if c != UInt8(ascii: "\\") { out.append(c); i += 1; continue }
+                i += 1
+                guard i < bytes.count else { throw fail("unterminated escape") }
+                let e = bytes[i]
+                i += 1
+                switch e {
+                case UInt8(ascii: "\""): out.append(0x22)
+                case UInt8(ascii: "\\"): out.append(0x5C)
+                case UInt8(ascii: "/"): out.append(0x2F)
+                case UInt8(ascii: "b"): out.append(0x08)
+                case UInt8(ascii: "f"): out.append(0x0C)
+                case UInt8(ascii: "n"): out.append(0x0A)
+                case UInt8(ascii: "r"): out.append(0x0D)
+                case UInt8(ascii: "t"): out.append(0x09)
+                case UInt8(ascii: "u"):
+                    var scalar = try hex4()
+                    if (0xD800...0xDBFF).contains(scalar) {
+                        guard i + 6 <= bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") else {
+                            throw fail("lone surrogate")
+                        }
+                        i += 2
+                        let low = try hex4()
+                        guard (0xDC00...0xDFFF).contains(low) else { throw fail("lone surrogate") }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    } else if (0xDC00...0xDFFF).contains(scalar) {
+                        throw fail("lone surrogate")
+                    }
+                    guard let u = Unicode.Scalar(scalar) else { throw fail("bad scalar") }
+                    out.append(contentsOf: Array(String(Character(u)).utf8))
+                default: throw fail("bad escape")
+                }
+            }
+            guard let s = String(validating: out, as: UTF8.self) else { throw fail("invalid UTF-8") }
+            return s
+        }
+
+        mutating func number() throws -> Double {
+            let start = i
+            if bytes[i] == UInt8(ascii: "-") { i += 1 }
+            guard i < bytes.count else { throw fail("bad number") }
+            if bytes[i] == UInt8(ascii: "0") {
+                i += 1
+            } else if (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(bytes[i]) {
+                while i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) { i += 1 }
+            } else { throw fail("bad number") }
+            if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
+                i += 1
+                let d = i
+                while i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) { i += 1 }
+                guard i > d else { throw fail("bad number") }
+            }
+            if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
+                i += 1
+                if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
+                let d = i
+                while i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) { i += 1 }
+                guard i > d else { throw fail("bad number") }
+            }
+            guard i - start <= 64, let v = Double(String(decoding: bytes[start..<i], as: UTF8.self)) else { throw fail("bad number") }
+            // 1e999 reads as infinity, which JSON cannot express: serialize would write `inf`.
+            guard v.isFinite else { throw fail("number out of range") }
+            return v
+        }
+    }
+
+    // MARK: writing
+
+    public static func serialize(_ v: JSONValue) -> String {
+        var out = ""
+        write(v, into: &out)
+        return out
+    }
+
+    static func write(_ v: JSONValue, into out: inout String) {
+        switch v {
+        case .null: out += "null"
+        case .bool(let b): out += b ? "true" : "false"
+        case .number(let d):
+            if d.rounded() == d && abs(d) < 1e15 { out += String(Int64(d)) } else { out += "\(d)" }
+        case .string(let s): quote(s, into: &out)
+        case .array(let items):
+            out += "["
+            for (n, item) in items.enumerated() { if n > 0 { out += "," }; write(item, into: &out) }
+            out += "]"
+        case .object(let members):
+            out += "{"
+            for (n, (k, item)) in members.enumerated() {
+                if n > 0 { out += "," }
+                quote(k, into: &out); out += ":"; write(item, into: &out)
+            }
+            out += "}"
+        }
+    }
+
+    public static func quote(_ s: String, into out: inout String) {
+        out += "\""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                // C0, DEL and C1 controls, and the bidi overrides/isolates, are written as \u
+                // escapes: JSON printed to a terminal can then neither drive it nor reorder it.
+                let v = scalar.value
+                if v < 0x20 || (0x7F...0x9F).contains(v) || (0x202A...0x202E).contains(v) || (0x2066...0x2069).contains(v) {
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        out += "\""
+    }
+}

@@ -1,0 +1,25 @@
+import Secrets
+
+/// A profile name: `[A-Za-z0-9._-]{1,64}` (SPEC "Command line"). Used in file names and
+/// Secret Service attributes, so it is validated once, here.
+public struct Profile: Equatable, Hashable, Sendable, CustomStringConvertible {
+    public let name: String
+    public static let `default` = Profile(unchecked: "default")
+
+    public init(_ name: String) throws {
+        guard Profile.isValid(name) else {
+            throw CredentialError.usage("invalid profile name '\(Sanitize.line(name, limit: 80))': use 1-64 of A-Z a-z 0-9 . _ -")
+        }
+        self.name = name
+    }
+
+    init(unchecked name: String) { self.name = name }
+
+    public static func isValid(_ name: String) -> Bool {
+        let b = Array(name.utf8)
+        guard (1...64).contains(b.count) else { return false }
+        return b.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 46 || $0 == 95 || $0 == 45 }
+    }
+
+    public var description: String { name }
+}

@@ -1,0 +1,107 @@
+import Secrets
+
+/// The stored credential: the same JSON document in every store (SPEC "Stores").
+public struct TokenDocument: Equatable, Sendable {
+    public static let currentVersion = 1
+
+    public var accessToken: String
+    public var refreshToken: String
+    public var idToken: String
+    public var accountId: String
+    /// Unix seconds; from the access token's `exp` (0 when unknown or dropped).
+    public var expiresAt: Int64
+    public var lastRefresh: Int64
+    public var email: String
+    public var plan: String
+    /// Set after the issuer permanently rejected the refresh token (`refresh_token_reused`, …):
+    /// no further refresh is attempted until a new login or store replaces the document.
+    public var refreshRejected: String?
+
+    public init(accessToken: String, refreshToken: String, idToken: String = "", accountId: String = "",
+                expiresAt: Int64 = 0, lastRefresh: Int64 = 0, email: String = "", plan: String = "",
+                refreshRejected: String? = nil) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.idToken = idToken
+        self.accountId = accountId
+        self.expiresAt = expiresAt
+        self.lastRefresh = lastRefresh
+        self.email = email
+        self.plan = plan
+        self.refreshRejected = refreshRejected
+    }
+
+    /// Builds a document from freshly issued tokens, reading the claims of both JWTs
+    /// (Codex takes the account from the id token, other clients from the access token).
+    public static func fromTokens(accessToken: String, refreshToken: String, idToken: String?,
+                                  accountId: String? = nil, now: Int64 = Clock.now()) -> TokenDocument {
+        let access = JWTClaims.decode(accessToken)
+        let id = idToken.flatMap { JWTClaims.decode($0) }
+        return TokenDocument(
+            accessToken: accessToken,
+            refreshToken: refreshToken,
+            idToken: idToken ?? "",
+            accountId: accountId ?? access?.accountId ?? id?.accountId ?? "",
+            expiresAt: access?.expiresAt ?? 0,
+            lastRefresh: now,
+            email: id?.email ?? access?.email ?? "",
+            plan: access?.plan ?? id?.plan ?? "",
+            refreshRejected: nil)
+    }
+
+    /// Applies a refresh response: each field is optional, keep what is absent.
+    public func rotated(accessToken newAccess: String?, refreshToken newRefresh: String?, idToken newId: String?,
+                        now: Int64 = Clock.now()) -> TokenDocument {
+        var next = TokenDocument.fromTokens(
+            accessToken: newAccess ?? accessToken,
+            refreshToken: newRefresh ?? refreshToken,
+            idToken: newId ?? (idToken.isEmpty ? nil : idToken),
+            now: now)
+        if next.accountId.isEmpty { next.accountId = accountId }
+        if next.email.isEmpty { next.email = email }
+        if next.plan.isEmpty { next.plan = plan }
+        return next
+    }
+
+    public var hasAccessToken: Bool { !accessToken.isEmpty }
+
+    // MARK: JSON
+
+    public func json() -> JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("version", .number(Double(Self.currentVersion))),
+            ("access_token", .string(accessToken)),
+            ("refresh_token", .string(refreshToken)),
+            ("id_token", .string(idToken)),
+            ("account_id", .string(accountId)),
+            ("expires_at", .string(Clock.rfc3339(expiresAt))),
+            ("last_refresh", .string(Clock.rfc3339(lastRefresh))),
+            ("email", .string(email)),
+            ("plan", .string(plan)),
+        ]
+        if let r = refreshRejected { members.append(("refresh_rejected", .string(r))) }
+        return .object(members)
+    }
+
+    public func serialized() -> [UInt8] { Array(JSON.serialize(json()).utf8) }
+
+    /// Parses a stored document. Throws `storeCorrupt` for anything that is not one.
+    public static func parse(_ bytes: [UInt8], origin: String) throws -> TokenDocument {
+        guard let v = try? JSON.parse(bytes, maxBytes: 256 * 1024), v.isObject,
+              let refresh = v["refresh_token"]?.stringValue,
+              let access = v["access_token"]?.stringValue else {
+            throw CredentialError.storeCorrupt("the credential in \(origin) is damaged; sign in again: chatgpt-credential login")
+        }
+        func str(_ k: String) -> String { v[k]?.stringValue ?? "" }
+        func time(_ k: String) -> Int64 {
+            if let s = v[k]?.stringValue { return Clock.parseRFC3339(s) ?? 0 }
+            // Int64(d) traps outside Int64's range, so a damaged number must not get there.
+            if let d = v[k]?.doubleValue, d.isFinite, abs(d) < 1e15 { return Int64(d) }
+            return 0
+        }
+        return TokenDocument(accessToken: access, refreshToken: refresh, idToken: str("id_token"),
+                             accountId: str("account_id"), expiresAt: time("expires_at"),
+                             lastRefresh: time("last_refresh"), email: str("email"), plan: str("plan"),
+                             refreshRejected: v["refresh_rejected"]?.stringValue)
+    }
+}

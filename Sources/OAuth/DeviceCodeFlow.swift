@@ -1,0 +1,136 @@
+import CredentialCore
+import Secrets
+
+/// `login --device`: the device-code flow (default over SSH and without a display).
+/// Shows the verification page and the user code on stderr, polls the issuer at its interval
+/// (backing off on slow_down/429), and exchanges the approved code with the verifier from the
+/// poll answer at ISSUER/deviceauth/callback. Ctrl-C, expiry and refusal end it with nothing stored.
+public struct DeviceCodeFlow {
+    public var client: IssuerClient
+    public var console: Console
+    public var interrupt: InterruptWatch?
+    /// Polling gives up after this long (the issuer's codes last 15 minutes).
+    public var lifetime: Double = OAuthConstants.deviceCodeLifetime
+    /// Seconds added to the interval on slow_down/429 (RFC 8628 §3.5), and its ceiling.
+    public var slowDownStep: Double = 5
+    public var maxInterval: Double = 60
+    /// Temporary failures (5xx, network, unreadable answers) in a row before giving up (exit 4).
+    public var maxConsecutiveFailures = 3
+    /// Reminder of the time left, this often.
+    public var reminderEvery: Double = 5 * 60
+    /// Diagnostics for --verbose.
+    public var debug: (String) -> Void = { _ in }
+
+    public init(client: IssuerClient, console: Console, interrupt: InterruptWatch?) {
+        self.client = client
+        self.console = console
+        self.interrupt = interrupt
+    }
+
+    public static let expiredMessage =
+        CredentialError.loginFailed("the device code expired before the sign-in was approved; nothing was stored; run 'chatgpt-credential login' again")
+
+    public func run() throws -> TokenGrant {
+        let device = try client.requestDeviceCode()
+        let lifetime = min(self.lifetime, device.expiresIn.map(Double.init) ?? self.lifetime)
+        show(device, lifetime: lifetime)
+        let start = Clock.monotonicMillis()
+        let deadline = start + Int64(lifetime * 1000)
+        var nextReminder = start + Int64(reminderEvery * 1000)
+        var interval = Double(device.interval)
+        var failures = 0
+        while true {
+            let now = Clock.monotonicMillis()
+            if now >= deadline { throw Self.expiredMessage }
+            let pause = min(interval, Double(deadline - now) / 1000)
+            if !Waiter.sleep(pause, interrupt: interrupt) { throw InterruptWatch.cancelled }
+            if Clock.monotonicMillis() >= deadline { throw Self.expiredMessage }
+            if Clock.monotonicMillis() >= nextReminder {
+                let left = Double(deadline - Clock.monotonicMillis()) / 1000
+                console.err("chatgpt-credential: still waiting for approval; the code expires in \(Self.duration(left))")
+                nextReminder += Int64(reminderEvery * 1000)
+            }
+            let answer: DevicePoll
+            do {
+                answer = try client.pollDeviceToken(device)
+            } catch CredentialError.temporary(let why) {
+                if interrupt?.fired == true { throw InterruptWatch.cancelled }
+                failures += 1
+                debug("poll failed (\(why)); \(failures) in a row")
+                if failures >= maxConsecutiveFailures {
+                    throw CredentialError.temporary("gave up polling for the device sign-in after \(failures) failed attempts (\(why)); nothing was stored")
+                }
+                interval = min(max(interval * 2, 1), maxInterval)
+                continue
+            }
+            if interrupt?.fired == true { throw InterruptWatch.cancelled }
+            failures = 0
+            debug("poll: \(answer.debugName)")
+            switch answer {
+            case .pending:
+                continue
+            case .slowDown:
+                interval = min(interval + slowDownStep, maxInterval)
+            case .expired:
+                throw Self.expiredMessage
+            case .denied(let reason):
+                throw CredentialError.loginFailed("the sign-in was declined (\(Sanitize.line(reason, limit: 80))); nothing was stored")
+            case .approved(let code, let verifier):
+                return try client.exchangeCode(code: code, verifier: verifier, redirectURI: client.config.deviceRedirectURI)
+            }
+        }
+    }
+
+    func show(_ device: DeviceCode, lifetime: Double) {
+        let p = "chatgpt-credential: "
+        let url = Sanitize.line(device.verificationURL, limit: 2048)
+        let code = Sanitize.line(device.userCode, limit: 64)
+        // OSC 52 offers the code (and only the code) to the terminal's clipboard; never when
+        // stderr is not a terminal (a log file must not carry escapes).
+        var clipboard = ""
+        var shown = code
+        if console.stderrIsTerminal {
+            clipboard = "\u{1B}]52;c;" + Base64.encode(Array(code.utf8)) + "\u{07}"
+            shown = "\u{1B}[1m" + code + "\u{1B}[0m" // bold; our own escape, the code itself is checked
+        }
+        console.err(p + "to sign in, open this page in a browser on any device:")
+        console.err("")
+        console.err("        " + url)
+        console.err("")
+        console.err(p + "and enter this one-time code:")
+        console.err("")
+        console.err("        " + shown + clipboard)
+        console.err("")
+        if !clipboard.isEmpty { console.err(p + "(your terminal may also have copied the code to the clipboard)") }
+        console.err(p + "never share this code or enter it for someone else: device codes are a favourite phishing trick, "
+                    + "and whoever enters it signs in as you. Enter it only on \(host(of: url)).")
+        console.err(p + "the code expires in \(Self.duration(lifetime)); waiting for approval (Ctrl-C to cancel)")
+    }
+
+    /// "15 minutes", "1 minute", "45 seconds".
+    static func duration(_ seconds: Double) -> String {
+        let s = max(0, Int(seconds.rounded()))
+        if s < 60 { return "\(s) second\(s == 1 ? "" : "s")" }
+        let m = s / 60
+        return "\(m) minute\(m == 1 ? "" : "s")"
+    }
+
+    private func host(of url: String) -> String {
+        guard let r = url.firstRange(of: "://") else { return url }
+        let rest = url[r.upperBound...]
+        return String(rest.prefix { $0 != "/" })
+    }
+}
+
+extension DevicePoll {
+    /// For --verbose: never the code or verifier.
+    var debugName: String {
+        switch self {
+        case .pending: return "pending"
+        case .slowDown: return "slow down"
+        case .approved: return "approved"
+        case .expired: return "expired"
+        case .denied(let r): return "denied (\(r))"
+        }
+    }
+}

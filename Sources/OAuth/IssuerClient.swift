@@ -1,0 +1,446 @@
+import CredentialCore
+import Secrets
+
+/// Tokens from a code exchange (`/oauth/token`, authorization_code grant).
+public struct TokenGrant: Equatable, Sendable {
+    public var accessToken: String
+    public var refreshToken: String
+    public var idToken: String?
+
+    public init(accessToken: String, refreshToken: String, idToken: String? = nil) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.idToken = idToken
+    }
+}
+
+/// Tokens from a refresh: each field is optional ("keep what is absent"), at least one is present.
+public struct RefreshedTokens: Equatable, Sendable {
+    public var accessToken: String?
+    public var refreshToken: String?
+    public var idToken: String?
+
+    public init(accessToken: String?, refreshToken: String?, idToken: String?) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.idToken = idToken
+    }
+}
+
+public enum RefreshResult: Equatable, Sendable {
+    /// The issuer rotated the tokens; persist them before using them.
+    case rotated(RefreshedTokens)
+    /// Permanent: `refresh_token_expired`/`_reused`/`_invalidated` (whatever the status), or
+    /// `unauthorized` for any other 401. The person must sign in again.
+    case rejected(code: String)
+    /// Transient: 5xx, 429, network errors (after retries), or an unusable answer. Try later.
+    case unavailable(reason: String)
+}
+
+/// The start of a device-code sign-in.
+public struct DeviceCode: Equatable, Sendable {
+    public var deviceAuthId: String
+    public var userCode: String
+    /// Seconds between polls (the issuer sends it as a number or a string).
+    public var interval: Int
+    /// Where the person enters `userCode`.
+    public var verificationURL: String
+    /// Seconds until the code expires, when the issuer says (`expires_in`); else 15 minutes apply.
+    public var expiresIn: Int?
+
+    public init(deviceAuthId: String, userCode: String, interval: Int, verificationURL: String, expiresIn: Int? = nil) {
+        self.deviceAuthId = deviceAuthId
+        self.userCode = userCode
+        self.interval = interval
+        self.verificationURL = verificationURL
+        self.expiresIn = expiresIn
+    }
+}
+
+public enum DevicePoll: Equatable, Sendable {
+    /// Not yet approved: poll again after `interval`.
+    case pending
+    /// The issuer asks for slower polling (429 or `slow_down`): add to the interval.
+    case slowDown
+    /// Approved: exchange `authorizationCode` with `codeVerifier` at ISSUER/deviceauth/callback.
+    case approved(authorizationCode: String, codeVerifier: String)
+    /// The device code expired: start over.
+    case expired
+    /// The person (or the workspace) refused the sign-in.
+    case denied(reason: String)
+}
+
+/// The issuer's wire protocol (shared/reference/issuer-wire.md). Every response is bounded in size,
+/// must be JSON, and every token in it must be printable ASCII without spaces (`Sanitize.isTokenSafe`);
+/// vendor text is sanitized before it reaches a message. Methods throw only `CredentialError`.
+public struct IssuerClient {
+    public let config: IssuerConfig
+    public let transport: HTTPTransport
+    /// Used for the code exchange, the device-code request and the refresh. Polls and revocation
+    /// are never retried (the poll loop and best effort cover those).
+    public var retry: RetryPolicy
+    public var connectTimeout: Double = OAuthConstants.connectTimeout
+    public var totalTimeout: Double = OAuthConstants.totalTimeout
+    public var revokeTimeout: Double = OAuthConstants.revokeTimeout
+    public var maxResponseBytes: Int = OAuthConstants.maxResponseBytes
+
+    public init(config: IssuerConfig, transport: HTTPTransport = CurlTransport(), retry: RetryPolicy = .standard) {
+        self.config = config
+        self.transport = transport
+        self.retry = retry
+    }
+
+    public static let deviceNotEnabledMessage =
+        "device code sign-in is not enabled for this account: turn it on in ChatGPT Settings > Security "
+        + "(or ask your workspace admin), or sign in with: chatgpt-credential login --browser "
+        + "(or --no-browser on a machine without one)"
+
+    // MARK: Browser flow
+
+    /// The `/oauth/authorize` URL for the browser (PKCE) flow.
+    public func authorizeURL(redirectURI: String, pkce: PKCE, originator: String = OAuthConstants.originator) -> String {
+        let query: [(String, String)] = [
+            ("response_type", "code"),
+            ("client_id", OAuthConstants.clientID),
+            ("redirect_uri", redirectURI),
+            ("scope", OAuthConstants.scope),
+            ("code_challenge", pkce.challenge),
+            ("code_challenge_method", pkce.method),
+            ("id_token_add_organizations", "true"),
+            ("codex_cli_simplified_flow", "true"),
+            ("state", pkce.state),
+            ("originator", originator),
+        ]
+        return config.url(OAuthConstants.authorizePath) + "?" + FormEncoding.encode(query)
+    }
+
+    /// Exchanges an authorization code (browser or device flow) for tokens.
+    /// Throws `.loginFailed` when the issuer refuses, `.temporary` when it cannot be reached.
+    public func exchangeCode(code: String, verifier: String, redirectURI: String) throws -> TokenGrant {
+        let body = FormEncoding.encode([
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", redirectURI),
+            ("client_id", OAuthConstants.clientID),
+            ("code_verifier", verifier),
+        ])
+        let response = try send("POST", OAuthConstants.tokenPath, body: Array(body.utf8),
+                                contentType: "application/x-www-form-urlencoded", policy: retry)
+        guard (200...299).contains(response.status) else {
+            if isTransientStatus(response.status) { throw CredentialError.temporary(statusProblem(response)) }
+            var why = "the issuer refused the sign-in code (\(describe(response)))"
+            if response.status == 403 { why += "; the redirect URI may not be registered" }
+            throw CredentialError.loginFailed(why)
+        }
+        let json = try requireJSON(response, failure: { CredentialError.loginFailed($0) })
+        guard let access = json["access_token"]?.stringValue, let refresh = json["refresh_token"]?.stringValue else {
+            throw CredentialError.loginFailed("the issuer's answer lacks an access or refresh token")
+        }
+        let id = json["id_token"]?.stringValue
+        guard Sanitize.isTokenSafe(access), Sanitize.isTokenSafe(refresh), id.map(Sanitize.isTokenSafe) ?? true else {
+            throw CredentialError.loginFailed("the issuer sent a token with unsafe characters; nothing was stored")
+        }
+        return TokenGrant(accessToken: access, refreshToken: refresh, idToken: id)
+    }
+
+    // MARK: Device flow
+
+    /// Starts a device-code sign-in. Throws `.loginFailed(deviceNotEnabledMessage)` on 404.
+    public func requestDeviceCode() throws -> DeviceCode {
+        let body = JSON.serialize(.object([("client_id", .string(OAuthConstants.clientID))]))
+        let response = try send("POST", OAuthConstants.deviceUserCodePath, body: Array(body.utf8),
+                                contentType: "application/json", policy: retry)
+        if response.status == 404 { throw CredentialError.loginFailed(Self.deviceNotEnabledMessage) }
+        guard (200...299).contains(response.status) else {
+            if isTransientStatus(response.status) { throw CredentialError.temporary(statusProblem(response)) }
+            throw CredentialError.loginFailed("the issuer refused to start a device sign-in (\(describe(response)))")
+        }
+        let json = try requireJSON(response, failure: { CredentialError.loginFailed($0) })
+        guard let id = json["device_auth_id"]?.stringValue,
+              let code = json["user_code"]?.stringValue ?? json["usercode"]?.stringValue else {
+            throw CredentialError.loginFailed("the issuer's device-code answer lacks device_auth_id or user_code")
+        }
+        guard Sanitize.isTokenSafe(id), Sanitize.isTokenSafe(code), code.utf8.count <= 64 else {
+            throw CredentialError.loginFailed("the issuer sent a device code with unsafe characters")
+        }
+        // 1...60 s; a loopback (test) issuer may ask for 0 so tests need not wait.
+        let interval = min(max(json["interval"]?.intValue ?? OAuthConstants.defaultPollInterval, config.isLoopback ? 0 : 1), 60)
+        let expiresIn = json["expires_in"]?.intValue.map { min(max($0, 1), 3600) }
+        return DeviceCode(deviceAuthId: id, userCode: code, interval: interval,
+                          verificationURL: config.deviceVerificationURL, expiresIn: expiresIn)
+    }
+
+    /// One poll. Throws `.temporary` for 5xx and network errors (keep polling until the deadline),
+    /// `.loginFailed` for an unexpected refusal.
+    public func pollDeviceToken(_ device: DeviceCode) throws -> DevicePoll {
+        let body = JSON.serialize(.object([
+            ("device_auth_id", .string(device.deviceAuthId)),
+            ("user_code", .string(device.userCode)),
+        ]))
+        let response = try send("POST", OAuthConstants.deviceTokenPath, body: Array(body.utf8),
+                                contentType: "application/json", policy: .none)
+        let json = try? parseJSON(response).get()
+        let code = json.flatMap { Self.errorCode($0) }
+        switch response.status {
+        case 200...299:
+            guard let json else {
+                throw CredentialError.loginFailed(parseProblem(response))
+            }
+            guard let auth = json["authorization_code"]?.stringValue, let verifier = json["code_verifier"]?.stringValue else {
+                throw CredentialError.loginFailed("the issuer's device answer lacks authorization_code or code_verifier")
+            }
+            guard Sanitize.isTokenSafe(auth), Sanitize.isTokenSafe(verifier) else {
+                throw CredentialError.loginFailed("the issuer sent a code with unsafe characters")
+            }
+            return .approved(authorizationCode: auth, codeVerifier: verifier)
+        case 410:
+            return .expired
+        case 429:
+            return .slowDown
+        default:
+            if let code {
+                switch code {
+                case "slow_down", "deviceauth_slow_down": return .slowDown
+                case "expired_token", "deviceauth_expired", "device_code_expired", "deviceauth_code_expired": return .expired
+                case "access_denied", "deviceauth_denied", "authorization_declined": return .denied(reason: code)
+                default: break
+                }
+            }
+            if response.status == 403 || response.status == 404 { return .pending }
+            if isTransientStatus(response.status) { throw CredentialError.temporary(statusProblem(response)) }
+            throw CredentialError.loginFailed("the issuer refused the device sign-in (\(describe(response)))")
+        }
+    }
+
+    // MARK: Refresh and revoke
+
+    /// Spends `refreshToken` for new tokens (JSON body, as Codex sends it). Never throws: every
+    /// outcome is a `RefreshResult`. Retries transient failures per `retry`.
+    public func refresh(refreshToken: String) -> RefreshResult {
+        let body = JSON.serialize(.object([
+            ("client_id", .string(OAuthConstants.clientID)),
+            ("grant_type", .string("refresh_token")),
+            ("refresh_token", .string(refreshToken)),
+        ]))
+        var bytes = Array(body.utf8)
+        defer { Memory.wipe(&bytes) }
+        let response: HTTPResponse
+        do {
+            response = try send("POST", OAuthConstants.tokenPath, body: bytes, contentType: "application/json",
+                                policy: retry, isFinal: { permanentRefreshError($0) != nil })
+        } catch CredentialError.temporary(let why) {
+            // The caller words it ("…; try again later") once.
+            return .unavailable(reason: Self.redact(Sanitize.line(why), [refreshToken]))
+        } catch let error as CredentialError {
+            return .unavailable(reason: Self.redact(error.message, [refreshToken]))
+        } catch {
+            return .unavailable(reason: "the request to the issuer failed")
+        }
+        // A permanent error code wins whatever the status (a reuse has been seen as 400 and 401).
+        if let code = permanentRefreshError(response) { return .rejected(code: code) }
+        let parsed = parseJSON(response)
+        if (200...299).contains(response.status) {
+            let json: JSONValue
+            switch parsed {
+            case .success(let j): json = j
+            case .failure(let e): return .unavailable(reason: e.reason)
+            }
+            let access = json["access_token"]?.stringValue
+            let refresh = json["refresh_token"]?.stringValue
+            let id = json["id_token"]?.stringValue
+            guard access != nil || refresh != nil || id != nil else {
+                return .unavailable(reason: "the issuer's refresh answer holds no tokens")
+            }
+            for t in [access, refresh, id] {
+                if let t, !Sanitize.isTokenSafe(t) {
+                    return .unavailable(reason: "the issuer sent a token with unsafe characters; nothing was stored")
+                }
+            }
+            return .rotated(RefreshedTokens(accessToken: access, refreshToken: refresh, idToken: id))
+        }
+        if response.status == 401 { return .rejected(code: "unauthorized") }
+        if isTransientStatus(response.status) { return .unavailable(reason: statusProblem(response)) }
+        // An issuer that echoes the request back must not get the refresh token into a message.
+        return .unavailable(reason: "the issuer refused the refresh (\(describe(response, redacting: [refreshToken])))")
+    }
+
+    /// Revokes a refresh token; best effort, one attempt, `revokeTimeout` seconds at most.
+    /// Returns whether the issuer acknowledged it (2xx).
+    @discardableResult
+    public func revoke(refreshToken: String) -> Bool {
+        let body = JSON.serialize(.object([
+            ("token", .string(refreshToken)),
+            ("token_type_hint", .string("refresh_token")),
+            ("client_id", .string(OAuthConstants.clientID)),
+        ]))
+        var bytes = Array(body.utf8)
+        defer { Memory.wipe(&bytes) }
+        let timeout = min(revokeTimeout, totalTimeout)
+        guard let response = try? send("POST", OAuthConstants.revokePath, body: bytes, contentType: "application/json",
+                                       policy: .none, connectTimeout: min(connectTimeout, timeout), totalTimeout: timeout)
+        else { return false }
+        return (200...299).contains(response.status)
+    }
+
+    // MARK: Plumbing
+
+    /// `refresh_token_expired`/`_reused`/`_invalidated` when the body carries one.
+    private func permanentRefreshError(_ response: HTTPResponse) -> String? {
+        guard let json = try? parseJSON(response).get(), let code = Self.errorCode(json),
+              OAuthConstants.permanentRefreshErrors.contains(code) else { return nil }
+        return code
+    }
+
+    private func send(_ method: String, _ path: String, body: [UInt8], contentType: String, policy: RetryPolicy,
+                      isFinal: (HTTPResponse) -> Bool = { _ in false },
+                      connectTimeout: Double? = nil, totalTimeout: Double? = nil) throws -> HTTPResponse {
+        let connect = connectTimeout ?? self.connectTimeout
+        let total = totalTimeout ?? self.totalTimeout
+        do {
+            return try policy.run(isFinal: isFinal) { remaining in
+                let t = remaining.map { min(total, $0) } ?? total
+                let request = HTTPRequest(
+                    method: method, url: config.url(path),
+                    headers: [HTTPHeader("Content-Type", contentType), HTTPHeader("Accept", "application/json")],
+                    body: body, connectTimeout: min(connect, t), totalTimeout: t,
+                    maxResponseBytes: maxResponseBytes, bypassProxy: config.isLoopback)
+                return try transport.send(request)
+            }
+        } catch let e as TransportError {
+            throw e.credentialError
+        } catch let e as CredentialError {
+            throw e
+        } catch {
+            throw CredentialError.temporary("the request to the issuer failed")
+        }
+    }
+
+    struct BodyProblem: Error { let reason: String }
+
+    /// The body as JSON, or why not: too large, HTML, not JSON.
+    func parseJSON(_ response: HTTPResponse) -> Result<JSONValue, BodyProblem> {
+        if response.body.count > maxResponseBytes {
+            return .failure(BodyProblem(reason: "the issuer's answer is larger than \(maxResponseBytes) bytes (HTTP \(response.status))"))
+        }
+        let contentType = response.header("content-type")?.lowercased() ?? ""
+        let firstByte = response.body.first { !($0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D) }
+        if contentType.contains("html") || firstByte == UInt8(ascii: "<") {
+            return .failure(BodyProblem(reason: "the issuer answered with an HTML page instead of JSON (HTTP \(response.status)); a proxy or captive portal may be in the way"))
+        }
+        guard let json = try? JSON.parse(response.body, maxBytes: maxResponseBytes), json.isObject else {
+            return .failure(BodyProblem(reason: "the issuer's answer is not a JSON object (HTTP \(response.status))"))
+        }
+        return .success(json)
+    }
+
+    private func parseProblem(_ response: HTTPResponse) -> String {
+        if case .failure(let p) = parseJSON(response) { return p.reason }
+        return "the issuer's answer was not JSON (HTTP \(response.status))"
+    }
+
+    private func requireJSON(_ response: HTTPResponse, failure: (String) -> CredentialError) throws -> JSONValue {
+        switch parseJSON(response) {
+        case .success(let j): return j
+        case .failure(let p): throw failure(p.reason)
+        }
+    }
+
+    /// The error code from `error` (a string), `error.code`, or a top-level `code`; sanitized,
+    /// with every one of `secrets` cut out.
+    static func errorCode(_ json: JSONValue, redacting secrets: [String] = []) -> String? {
+        let raw = json["error"]?.stringValue ?? json["error"]?["code"]?.stringValue ?? json["code"]?.stringValue
+        guard let raw else { return nil }
+        let clean = Sanitize.line(redact(Sanitize.line(raw, limit: Int.max), secrets), limit: 80)
+        return clean.isEmpty ? nil : clean
+    }
+
+    /// The human-readable message from `error_description`, `error.message` or `message`; sanitized,
+    /// with every one of `secrets` cut out.
+    static func errorMessage(_ json: JSONValue, redacting secrets: [String] = []) -> String? {
+        let raw = json["error_description"]?.stringValue ?? json["error"]?["message"]?.stringValue ?? json["message"]?.stringValue
+        guard let raw else { return nil }
+        let clean = Sanitize.line(redact(Sanitize.line(raw, limit: Int.max), secrets), limit: 200)
+        return clean.isEmpty ? nil : clean
+    }
+
+    /// `text` with every occurrence of each secret replaced by `[redacted]`. Applied after control
+    /// bytes are stripped (so a token split by them is still found) and before any truncation (so
+    /// no prefix of a token survives a cut).
+    static func redact(_ text: String, _ secrets: [String]) -> String {
+        var out = text
+        for secret in secrets where secret.utf8.count >= 8 {
+            out = out.replacing(secret, with: "[redacted]")
+        }
+        return out
+    }
+
+    private func isTransientStatus(_ status: Int) -> Bool { status == 429 || (500...599).contains(status) }
+
+    private func statusProblem(_ response: HTTPResponse) -> String {
+        response.status == 429 ? "the issuer is rate limiting requests (HTTP 429)"
+            : "the issuer is unavailable (HTTP \(response.status))"
+    }
+
+    /// "HTTP 400: code: message", vendor text sanitized.
+    private func describe(_ response: HTTPResponse, redacting secrets: [String] = []) -> String {
+        var s = "HTTP \(response.status)"
+        if let json = try? parseJSON(response).get() {
+            if let c = Self.errorCode(json, redacting: secrets) { s += ": " + c }
+            if let m = Self.errorMessage(json, redacting: secrets) { s += ": " + m }
+        }
+        return s
+    }
+}
+
+/// application/x-www-form-urlencoded, percent-encoding everything but RFC 3986 unreserved bytes.
+public enum FormEncoding {
+    public static func encode(_ pairs: [(String, String)]) -> String {
+        pairs.map { escape($0.0) + "=" + escape($0.1) }.joined(separator: "&")
+    }
+
+    public static func escape(_ s: String) -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.append(b)
+            default:
+                out += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 15)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Decodes a query or form body into pairs ('+' is a space). Nil on a bad escape.
+    public static func decode(_ s: String) -> [(String, String)]? {
+        func unescape(_ part: Substring) -> String? {
+            var out: [UInt8] = []
+            var it = Array(part.utf8)[...]
+            while let b = it.popFirst() {
+                if b == UInt8(ascii: "+") { out.append(0x20); continue }
+                guard b == UInt8(ascii: "%") else { out.append(b); continue }
+                guard let h = it.popFirst(), let l = it.popFirst(),
+                      let hv = hexValue(h), let lv = hexValue(l) else { return nil }
+                out.append(hv << 4 | lv)
+            }
+            return String(validating: out, as: UTF8.self)
+        }
+        func hexValue(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: return c - 48
+            case 65...70: return c - 55
+            case 97...102: return c - 87
+            default: return nil
+            }
+        }
+        var pairs: [(String, String)] = []
+        for item in s.split(separator: "&") where !item.isEmpty {
+            let kv = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let k = unescape(kv[0]), let v = unescape(kv.count > 1 ? kv[1] : "") else { return nil }
+            pairs.append((k, v))
+        }
+        return pairs
+    }
+}

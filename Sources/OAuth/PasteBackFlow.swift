@@ -1,0 +1,136 @@
+import CredentialCore
+import Secrets
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `login --no-browser`: prints the authorize URL (redirect URI http://localhost:1455/auth/callback);
+/// the person signs in in any browser, which then fails to load the localhost address; they paste
+/// that address here (from /dev/tty, or from stdin when stdin is not a terminal). The state is
+/// checked and the code exchanged.
+public struct PasteBackFlow {
+    public var client: IssuerClient
+    public var console: Console
+    public var interrupt: InterruptWatch?
+    public var nonInteractive: Bool
+    public var timeout: Double = 15 * 60
+    public static let maxLine = 8 * 1024
+    public var port = OAuthConstants.browserCallbackPorts[0]
+
+    public init(client: IssuerClient, console: Console, interrupt: InterruptWatch?, nonInteractive: Bool) {
+        self.client = client
+        self.console = console
+        self.interrupt = interrupt
+        self.nonInteractive = nonInteractive
+    }
+
+    /// Refuses up front when the address could only come from the terminal (exit 2).
+    public func checkUsable() throws {
+        if nonInteractive && console.stdinIsTerminal {
+            throw CredentialError.usage("login --no-browser needs the pasted address; with --non-interactive give it on stdin (not a terminal), or use --device")
+        }
+    }
+
+    public func run() throws -> TokenGrant {
+        try checkUsable()
+        var tty: Int32 = -1
+        if console.stdinIsTerminal {
+            tty = open("/dev/tty", O_RDONLY | O_CLOEXEC | O_NOCTTY)
+            guard tty >= 0 else {
+                throw CredentialError.usage("login --no-browser cannot open the terminal to read the pasted address; pipe it on stdin, or use --device")
+            }
+        }
+        defer { if tty >= 0 { close(tty) } }
+
+        let pkce = PKCE()
+        let redirectURI = OAuthConstants.browserRedirectURI(port: port)
+        let url = client.authorizeURL(redirectURI: redirectURI, pkce: pkce)
+        let p = "chatgpt-credential: "
+        console.err(p + "open this address in a browser on any machine and sign in:")
+        console.err("")
+        console.err("    " + Sanitize.line(url, limit: 4096))
+        console.err("")
+        console.err(p + "the browser then tries to open http://localhost:\(port)/auth/callback?code=…&state=… and shows an error page;")
+        console.err(p + "copy that whole address from the address bar and paste it here, then press Enter:")
+
+        var line = try tty >= 0 ? readLine(fd: tty) : readLineFromStdin()
+        defer { Memory.wipe(&line) }
+        let callback = try Self.parse(String(decoding: line, as: UTF8.self))
+        guard callback.state == pkce.state else {
+            throw CredentialError.loginFailed("the pasted address belongs to a different sign-in (its state does not match); nothing was stored; run 'chatgpt-credential login --no-browser' again and paste the address from that sign-in")
+        }
+        if let problem = callback.refusal { throw problem }
+        guard let code = callback.code else { throw Self.garbage }
+        return try client.exchangeCode(code: code, verifier: pkce.verifier, redirectURI: redirectURI)
+    }
+
+    static let garbage = CredentialError.loginFailed(
+        "that is not the address the browser ended on; expected http://localhost:1455/auth/callback?code=…&state=…; nothing was stored")
+
+    /// The callback parameters of a pasted address (or of its bare query string).
+    static func parse(_ text: String) throws -> CallbackParameters {
+        let t = text.trimmingSpaces()
+        guard !t.isEmpty else { throw CredentialError.loginFailed("nothing was pasted; nothing was stored") }
+        var query: Substring
+        if let q = t.firstIndex(of: "?") {
+            query = t[t.index(after: q)...]
+        } else if t.hasPrefix("code=") || t.hasPrefix("state=") || t.hasPrefix("error=") {
+            query = Substring(t)
+        } else {
+            throw garbage
+        }
+        if let hash = query.firstIndex(of: "#") { query = query[..<hash] }
+        guard query.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }), let pairs = FormEncoding.decode(String(query)) else { throw garbage }
+        let callback = CallbackParameters(pairs)
+        guard callback.state != nil, callback.code != nil || callback.error != nil else { throw garbage }
+        return callback
+    }
+
+    private func tooLong() -> CredentialError {
+        .loginFailed("the pasted text is longer than \(Self.maxLine / 1024) KiB; nothing was stored")
+    }
+
+    /// One line from the terminal, bounded, interruptible by Ctrl-C, within `timeout`.
+    private func readLine(fd: Int32) throws -> [UInt8] {
+        var line: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1024)
+        let deadline = Clock.monotonicMillis() + Int64(timeout * 1000)
+        while true {
+            switch Waiter.readable([fd], interrupt: interrupt, timeoutMillis: deadline - Clock.monotonicMillis()) {
+            case .interrupted: throw InterruptWatch.cancelled
+            case .timedOut: throw CredentialError.loginFailed("nothing was pasted within \(Int(timeout / 60)) minutes; nothing was stored")
+            case .ready: break
+            }
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                throw CredentialError.loginFailed("cannot read the terminal: \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { return line }
+            if let nl = chunk[0..<n].firstIndex(of: 0x0A) {
+                line += chunk[0..<nl]
+                if line.count > Self.maxLine { throw tooLong() }
+                return line
+            }
+            line += chunk[0..<n]
+            if line.count > Self.maxLine { throw tooLong() }
+        }
+    }
+
+    /// One line from stdin (a pipe or file), bounded.
+    private func readLineFromStdin() throws -> [UInt8] {
+        var line: [UInt8] = []
+        while true {
+            if interrupt?.fired == true { throw InterruptWatch.cancelled }
+            let chunk = try console.readSome(1024)
+            if chunk.isEmpty { return line }
+            if let nl = chunk.firstIndex(of: 0x0A) {
+                line += chunk[..<nl]
+                if line.count > Self.maxLine { throw tooLong() }
+                return line
+            }
+            line += chunk
+            if line.count > Self.maxLine { throw tooLong() }
+        }
+    }
+}

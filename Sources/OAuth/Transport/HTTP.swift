@@ -1,0 +1,108 @@
+import CredentialCore
+import Secrets
+
+/// One HTTP exchange, as the issuer client needs it: no redirects, bounded everything.
+public struct HTTPRequest: Equatable, Sendable {
+    public var method: String
+    public var url: String
+    /// Header lines in order, e.g. ("Content-Type", "application/json").
+    public var headers: [HTTPHeader]
+    public var body: [UInt8]
+    /// Seconds to establish the connection (TCP + TLS).
+    public var connectTimeout: Double
+    /// Seconds for the whole exchange, body included.
+    public var totalTimeout: Double
+    /// A response body larger than this is refused (never buffered).
+    public var maxResponseBytes: Int
+    /// Ignore `http_proxy`/`https_proxy`/`all_proxy` (set for loopback issuers).
+    public var bypassProxy: Bool
+
+    public init(method: String, url: String, headers: [HTTPHeader] = [], body: [UInt8] = [],
+                connectTimeout: Double = 10, totalTimeout: Double = 30, maxResponseBytes: Int = 256 * 1024,
+                bypassProxy: Bool = false) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.connectTimeout = connectTimeout
+        self.totalTimeout = totalTimeout
+        self.maxResponseBytes = maxResponseBytes
+        self.bypassProxy = bypassProxy
+    }
+
+    public func header(_ name: String) -> String? {
+        let n = name.lowercased()
+        return headers.first { $0.name.lowercased() == n }?.value
+    }
+}
+
+public struct HTTPHeader: Equatable, Sendable {
+    public var name: String
+    public var value: String
+    public init(_ name: String, _ value: String) { self.name = name; self.value = value }
+}
+
+public struct HTTPResponse: Equatable, Sendable {
+    public var status: Int
+    /// The response headers the client uses (`retry-after`, `content-type`, `location`), names lower-cased.
+    public var headers: [String: String]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
+        self.status = status
+        var h: [String: String] = [:]
+        for (k, v) in headers { h[k.lowercased()] = v }
+        self.headers = h
+        self.body = body
+    }
+
+    public init(status: Int, headers: [String: String] = [:], text: String) {
+        self.init(status: status, headers: headers, body: Array(text.utf8))
+    }
+
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+}
+
+/// Why a request got no HTTP response. Transports throw this (or `CredentialError.temporary`);
+/// `IssuerClient` turns every one into `CredentialError.temporary` (exit 4).
+public struct TransportError: Error, Equatable, Sendable {
+    public enum Kind: String, Sendable {
+        /// The connect or total timeout was reached.
+        case timeout
+        /// Name resolution or TCP connect failed (also a failing proxy).
+        case connect
+        /// TLS handshake or certificate verification failed.
+        case tls
+        /// The response (body or headers) was larger than `maxResponseBytes`.
+        case tooLarge
+        /// Reset, empty reply, truncated body, HTTP framing error.
+        case network
+        /// libcurl could not be loaded, or another local problem.
+        case unavailable
+    }
+
+    public var kind: Kind
+    public var message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = Sanitize.line(message, limit: 200)
+    }
+
+    /// Worth trying again after a pause: the issuer may simply not have been reachable.
+    public var isTransient: Bool {
+        switch kind {
+        case .timeout, .connect, .network: return true
+        case .tls, .tooLarge, .unavailable: return false
+        }
+    }
+
+    public var credentialError: CredentialError { .temporary(message) }
+}
+
+/// Sends one request and returns the response, whatever its status. Network failures (no HTTP
+/// response at all) are thrown as `TransportError` — or, by simple test transports, as
+/// `CredentialError.temporary`; both mean exit 4 to the caller. Never follows redirects.
+public protocol HTTPTransport {
+    func send(_ request: HTTPRequest) throws -> HTTPResponse
+}

@@ -1,0 +1,304 @@
+import CredentialCore
+import Age
+import Secrets
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The encrypted-file store (SPEC "Stores"): one age v1 file per profile at
+/// `$XDG_DATA_HOME/chatgpt-credential/NAME.age` (default `$HOME/.local/share/chatgpt-credential`),
+/// directory 0700, file 0600, readable by the `age` tool itself.
+///
+/// Keys:
+/// - Default: an X25519 age identity at `$XDG_CONFIG_HOME/chatgpt-credential/identity` (default
+///   `$HOME/.config/chatgpt-credential/identity`), 0600 in a 0700 directory, in age-keygen's text
+///   format (so `age -d -i IDENTITY FILE` works). It is created on the first *write*, never on a
+///   read, and created exclusively: two processes racing to create it end up sharing one.
+/// - Passphrase mode: an age scrypt recipient (work factor 18, as `age -p` writes).
+///
+/// Which key a *read* uses is decided by the file itself: an scrypt stanza means a passphrase,
+/// anything else the identity. Which key a *write* uses:
+/// - passphrase mode when `CHATGPT_CREDENTIAL_PASSPHRASE_FILE` is set, or when the existing file
+///   for the profile is already passphrase-protected (so a refresh never silently downgrades a
+///   passphrase file to the identity);
+/// - otherwise the X25519 identity.
+/// Setting `CHATGPT_CREDENTIAL_PASSPHRASE_FILE` therefore moves a profile to passphrase mode at its
+/// next write; removing the file (erase) and signing in again without it moves it back.
+///
+/// The passphrase comes from the first line of the file named by
+/// `CHATGPT_CREDENTIAL_PASSPHRASE_FILE` (trailing LF or CRLF stripped; the file must not be
+/// accessible by group or others), or, when interactive, from a prompt on /dev/tty with echo off.
+/// A prompted passphrase used for a write is first checked against the existing file, so a typo
+/// cannot re-encrypt the credential under a passphrase nobody knows; a passphrase from the file is
+/// authoritative (that is how the passphrase is changed).
+///
+/// Every failure leaves the file on disk as it was; all errors are exit 5 (`CredentialError`).
+public final class AgeFileStore: CredentialStore {
+    public let kind: StoreKind = .file
+    /// `…/chatgpt-credential` under the data home, nil when neither XDG_DATA_HOME nor HOME is set.
+    public let directory: String?
+    /// `…/chatgpt-credential/identity` under the config home, nil when neither XDG_CONFIG_HOME nor HOME is set.
+    public let identityPath: String?
+    /// `CHATGPT_CREDENTIAL_PASSPHRASE_FILE`, when set and non-empty.
+    public let passphraseFile: String?
+    public let interactive: Bool
+
+    /// scrypt work factor for writes (tests lower it; reads accept up to `ageMaxScryptWorkFactor`).
+    var scryptWorkFactor = 18
+    /// Reads a passphrase interactively; the default prompts on /dev/tty (tests replace it).
+    var promptPassphrase: (String) throws -> [UInt8] = AgeFileStore.promptOnTTY
+    /// A passphrase that has decrypted a file (or came from the passphrase file) in this process.
+    private var passphrase: [UInt8]? = nil
+
+    static let maxFileBytes = 1 << 20
+
+    public init(environment env: [String: String], interactive: Bool) {
+        let paths = Paths(environment: env)
+        directory = paths.dataDirectory
+        identityPath = paths.identityFile
+        if let p = env["CHATGPT_CREDENTIAL_PASSPHRASE_FILE"], !p.isEmpty { passphraseFile = p } else { passphraseFile = nil }
+        self.interactive = interactive
+    }
+
+    deinit {
+        if passphrase != nil { Memory.wipe(&passphrase!) }
+    }
+
+    // MARK: paths
+
+    /// The file for `profile`, nil when no directory can be determined.
+    public func path(for profile: Profile) -> String? { directory.map { Paths.encryptedFile(in: $0, for: profile) } }
+
+    public func location(for profile: Profile) -> String {
+        path(for: profile) ?? "the encrypted file store (HOME is not set)"
+    }
+
+    private func requireDirectory() throws -> String {
+        guard let directory else {
+            throw CredentialError.storeUnavailable(
+                "cannot locate the encrypted file store: HOME is not set (nor XDG_DATA_HOME); set HOME and try again")
+        }
+        return directory
+    }
+
+    private func requireIdentityPath() throws -> String {
+        guard let identityPath else {
+            throw CredentialError.storeUnavailable(
+                "cannot locate the age identity: HOME is not set (nor XDG_CONFIG_HOME); set HOME and try again")
+        }
+        return identityPath
+    }
+
+    private func loginHint(_ profile: Profile) -> String {
+        profile.name == "default" ? "chatgpt-credential login" : "chatgpt-credential --profile \(profile.name) login"
+    }
+
+    // MARK: CredentialStore
+
+    public func read(_ profile: Profile) throws -> [UInt8]? {
+        let dir = try requireDirectory()
+        guard try AtomicFile.checkDirectory(dir, create: false) else { return nil }
+        let path = dir + "/" + profile.name + ".age"
+        guard let file = try AtomicFile.read(path, maxBytes: AgeFileStore.maxFileBytes) else { return nil }
+        return try decrypt(file, path: path, profile: profile)
+    }
+
+    public func write(_ profile: Profile, secret: [UInt8]) throws {
+        let dir = try requireDirectory()
+        try AtomicFile.checkDirectory(dir, create: true)
+        let path = dir + "/" + profile.name + ".age"
+        // Also refuses a symlink or a loose file at the path before anything changes.
+        let existing = try AtomicFile.read(path, maxBytes: AgeFileStore.maxFileBytes)
+        let existingHeader = existing.flatMap { try? AgeHeader.parse($0) }
+        let recipient: AgeRecipient
+        if passphraseFile != nil || existingHeader?.isPassphraseProtected == true {
+            let pass = try obtainPassphrase(for: path, verifyAgainst: existingHeader?.isPassphraseProtected == true ? existing : nil,
+                                            profile: profile)
+            recipient = ScryptRecipient(passphrase: pass, workFactor: scryptWorkFactor)
+        } else {
+            recipient = try loadOrCreateIdentity().recipient
+        }
+        try AtomicFile.replace(path, with: AgeFile.encrypt(secret, to: [recipient]))
+    }
+
+    @discardableResult
+    public func delete(_ profile: Profile) throws -> Bool {
+        let dir = try requireDirectory()
+        guard try AtomicFile.checkDirectory(dir, create: false) else { return false }
+        return try AtomicFile.remove(dir + "/" + profile.name + ".age")
+    }
+
+    public func profiles() throws -> [String] {
+        let dir = try requireDirectory()
+        guard try AtomicFile.checkDirectory(dir, create: false) else { return [] }
+        guard let d = opendir(dir) else {
+            throw CredentialError.storeFailure("cannot list \(dir): \(FileSystem.errorText())")
+        }
+        defer { closedir(d) }
+        var names: [String] = []
+        while let entry = readdir(d) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            guard name.hasSuffix(".age") else { continue }
+            let stem = String(name.dropLast(4))
+            if Profile.isValid(stem) { names.append(stem) }
+        }
+        return names.sorted()
+    }
+
+    // MARK: decryption
+
+    private func decrypt(_ file: [UInt8], path: String, profile: Profile) throws -> [UInt8] {
+        let recovery = "restore the right key, or remove \(path) and sign in again: \(loginHint(profile))"
+        let header: AgeHeader
+        do { header = try AgeHeader.parse(file) } catch let e as AgeError {
+            throw e.credentialError(path: path, keyHint: "", recovery: recovery)
+        }
+        if header.isPassphraseProtected {
+            let pass = try obtainPassphrase(for: path, verifyAgainst: nil, profile: profile)
+            do {
+                let plain = try AgeFile.decrypt(file, identities: [ScryptIdentity(passphrase: pass)])
+                passphrase = pass
+                return plain
+            } catch let e as AgeError {
+                if e == .noMatch, passphraseFile == nil { passphrase = nil }
+                let source = passphraseFile.map { "the passphrase in \($0)" } ?? "the passphrase entered"
+                throw e.credentialError(path: path, keyHint: source,
+                                        recovery: "check the passphrase, or remove \(path) and sign in again: \(loginHint(profile))")
+            }
+        }
+        let idPath = try requireIdentityPath()
+        guard let identities = try loadIdentities() else {
+            throw CredentialError.wrongKey("\(path) is encrypted to an age identity but \(idPath) does not exist; \(recovery)")
+        }
+        do {
+            return try AgeFile.decrypt(file, identities: identities)
+        } catch let e as AgeError {
+            throw e.credentialError(path: path, keyHint: "the identity in \(idPath)", recovery: recovery)
+        }
+    }
+
+    // MARK: identity
+
+    /// The identities in the identity file, nil when there is none.
+    func loadIdentities() throws -> [X25519Identity]? {
+        let idPath = try requireIdentityPath()
+        let dir = AtomicFile.split(idPath).dir
+        guard try AtomicFile.checkDirectory(dir, create: false) else { return nil }
+        guard var text = try AtomicFile.read(idPath, maxBytes: 64 * 1024) else { return nil }
+        defer { Memory.wipe(&text) }
+        var identities: [X25519Identity] = []
+        for rawLine in text.split(separator: 10, omittingEmptySubsequences: true) {
+            var line = rawLine
+            if line.last == 13 { line = line.dropLast() }
+            if line.isEmpty || line.first == UInt8(ascii: "#") { continue }
+            guard let id = X25519Identity(parsing: String(decoding: line, as: UTF8.self)) else {
+                throw CredentialError.storeCorrupt("\(idPath) is not an age identity file (expected AGE-SECRET-KEY-1… lines); restore it from a backup")
+            }
+            identities.append(id)
+        }
+        guard !identities.isEmpty else {
+            throw CredentialError.storeCorrupt("\(idPath) holds no age identity; restore it from a backup")
+        }
+        return identities
+    }
+
+    /// The identity to encrypt to, creating it (exclusively) when there is none.
+    func loadOrCreateIdentity() throws -> X25519Identity {
+        if let ids = try loadIdentities() { return ids[0] }
+        let idPath = try requireIdentityPath()
+        try AtomicFile.checkDirectory(AtomicFile.split(idPath).dir, create: true)
+        let identity = X25519Identity.generate()
+        var text = Array("""
+            # created: \(Clock.rfc3339(Clock.now()))
+            # public key: \(identity.recipient.encoded)
+            \(identity.encoded)
+
+            """.utf8)
+        defer { Memory.wipe(&text) }
+        if try AtomicFile.createExclusive(idPath, with: text) { return identity }
+        // Another process created it first: use that one.
+        guard let ids = try loadIdentities() else {
+            throw CredentialError.storeFailure("\(idPath) vanished while being created; try again")
+        }
+        return ids[0]
+    }
+
+    // MARK: passphrase
+
+    /// The passphrase: cached, from the passphrase file, or prompted. A prompted passphrase is
+    /// checked against `verifyAgainst` (the existing file) before it is used to write.
+    private func obtainPassphrase(for path: String, verifyAgainst existing: [UInt8]?, profile: Profile) throws -> [UInt8] {
+        if let passphrase { return passphrase }
+        if let file = passphraseFile {
+            let p = try AgeFileStore.readPassphraseFile(file)
+            passphrase = p
+            return p
+        }
+        guard interactive else {
+            throw CredentialError.storeUnavailable(
+                "\(path) is protected by a passphrase; set CHATGPT_CREDENTIAL_PASSPHRASE_FILE to a file (mode 600) holding it, or run interactively")
+        }
+        var p = try promptPassphrase("Passphrase for \(path): ")
+        guard !p.isEmpty else { throw CredentialError.storeUnavailable("no passphrase entered for \(path)") }
+        if let existing {
+            do { _ = try AgeFile.decrypt(existing, identities: [ScryptIdentity(passphrase: p)]) } catch AgeError.noMatch {
+                Memory.wipe(&p)
+                throw CredentialError.wrongKey("wrong passphrase for \(path); try again, or remove it and sign in again: \(loginHint(profile))")
+            } catch {
+                // A damaged file is being replaced anyway; the passphrase could not be checked.
+            }
+        }
+        passphrase = p
+        return p
+    }
+
+    static func readPassphraseFile(_ file: String) throws -> [UInt8] {
+        // Symlinks are followed here (secret managers mount them so); the target's mode is checked.
+        guard var bytes = try AtomicFile.read(file, maxBytes: 64 * 1024, followSymlinks: true) else {
+            throw CredentialError.storeUnavailable(
+                "CHATGPT_CREDENTIAL_PASSPHRASE_FILE names \(file), which does not exist; create it (mode 600) or unset the variable")
+        }
+        defer { Memory.wipe(&bytes) }
+        var line = Array(bytes.prefix { $0 != 10 })
+        if line.last == 13 { line.removeLast() }
+        guard !line.isEmpty else {
+            throw CredentialError.storeUnavailable("the passphrase file \(file) is empty; put the passphrase on its first line")
+        }
+        return line
+    }
+
+    /// Prompts on /dev/tty with echo off.
+    static func promptOnTTY(_ prompt: String) throws -> [UInt8] {
+        let fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw CredentialError.storeUnavailable(
+                "no terminal to ask for the passphrase; set CHATGPT_CREDENTIAL_PASSPHRASE_FILE to a file (mode 600) holding it")
+        }
+        defer { close(fd) }
+        var saved = termios()
+        let haveTermios = tcgetattr(fd, &saved) == 0
+        if haveTermios {
+            var quiet = saved
+            quiet.c_lflag &= ~tcflag_t(ECHO)
+            quiet.c_lflag |= tcflag_t(ICANON)
+            _ = tcsetattr(fd, TCSAFLUSH, &quiet)
+        }
+        defer {
+            if haveTermios { _ = tcsetattr(fd, TCSAFLUSH, &saved) }
+            _ = "\n".withCString { Glibc.write(fd, $0, 1) }
+        }
+        _ = prompt.withCString { Glibc.write(fd, $0, strlen($0)) }
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while line.count < 4096 {
+            let n = Glibc.read(fd, &byte, 1)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 || byte == 10 { break }
+            line.append(byte)
+        }
+        if line.last == 13 { line.removeLast() }
+        return line
+    }
+}

@@ -1,0 +1,47 @@
+import CredentialCore
+import Age
+import Secrets
+
+/// Where tokens live. Each store keeps one opaque secret (the serialized `TokenDocument`) per
+/// profile; parsing and policy live above it. Stores report typed `CredentialError`s:
+/// `keyringLocked`, `storeUnavailable`, `storeCorrupt`, `wrongKey`, `permissionsTooOpen`, `storeFailure`.
+public protocol CredentialStore: AnyObject {
+    var kind: StoreKind { get }
+    /// Human-readable location for messages, e.g. "the Secret Service" or a file path.
+    func location(for profile: Profile) -> String
+    /// The stored secret, or nil when this store holds nothing for the profile.
+    /// A locked keyring throws `keyringLocked`; it is never reported as nil.
+    func read(_ profile: Profile) throws -> [UInt8]?
+    /// Replaces (never adds to) the profile's secret, atomically.
+    func write(_ profile: Profile, secret: [UInt8]) throws
+    /// Removes the profile's secret; returns false when there was none.
+    @discardableResult func delete(_ profile: Profile) throws -> Bool
+    /// Every profile this store holds something for.
+    func profiles() throws -> [String]
+}
+
+public enum StoreKind: String, Sendable, CaseIterable {
+    case secretService = "secret-service"
+    case file = "file"
+}
+
+public enum StoreChoice: String, Sendable, CaseIterable {
+    case auto
+    case secretService = "secret-service"
+    case file
+}
+
+extension CredentialStore {
+    /// Reads and parses the profile's document.
+    public func load(_ profile: Profile) throws -> TokenDocument? {
+        guard var bytes = try read(profile) else { return nil }
+        defer { Memory.wipe(&bytes) }
+        return try TokenDocument.parse(bytes, origin: location(for: profile))
+    }
+
+    public func save(_ document: TokenDocument, for profile: Profile) throws {
+        var bytes = document.serialized()
+        defer { Memory.wipe(&bytes) }
+        try write(profile, secret: bytes)
+    }
+}

@@ -1,0 +1,379 @@
+import CredentialCore
+import Age
+import Secrets
+
+internal import CLibSecret
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The freedesktop Secret Service (gnome-keyring, KeePassXC, …) through libsecret (SPEC "Stores").
+///
+/// One item per profile in the default collection, attributes exactly `service=chatgpt-credential`
+/// and `profile=NAME` (stable and non-secret, like git-credential-libsecret: anything that changes
+/// lives inside the secret, so a write replaces the item instead of adding one), label
+/// `ChatGPT credential (NAME)`, secret = the JSON document.
+///
+/// Three outcomes are kept apart: nothing stored (`read` returns nil), a locked keyring
+/// (`keyringLocked`; searches never pass SECRET_SEARCH_UNLOCK; `read` takes SearchItems' own
+/// split into unlocked and locked matches and the other operations ask every found item
+/// `secret_item_get_locked()`, so a locked item is never mistaken for a missing one and nothing is
+/// deleted or replaced while locked), and no usable service (`storeUnavailable`: no session bus,
+/// nobody owning org.freedesktop.secrets, or no answer before the deadline).
+///
+/// Only the non-variadic libsecret API is used (Swift cannot call C variadics). Every call takes a
+/// GCancellable that a watchdog thread (`Deadline.watch`) cancels when the deadline passes; the
+/// calls themselves run on the calling thread, so no thread hand-off sits on the hot path.
+///
+/// libsecret is not linked: it is dlopen()ed on the first operation (`ccred_libsecret_load`), so
+/// processes that never touch the Secret Service (a file-store `get`) never load glib. Every
+/// libsecret/glib call therefore goes through its `ccred_` pointer (CLibSecret/shim.h).
+public final class SecretServiceStore: CredentialStore {
+    public static let serviceName = "chatgpt-credential"
+
+    public let kind: StoreKind = .secretService
+    /// Deadline for each operation, in seconds.
+    public let timeout: Double
+
+    /// `timeout` defaults to `Deadline.secretServiceSeconds()` (3 s, 30 s with a terminal,
+    /// or `CHATGPT_CREDENTIAL_DBUS_TIMEOUT`).
+    public init(timeout: Double? = nil) {
+        self.timeout = timeout ?? Deadline.secretServiceSeconds()
+    }
+
+    public func location(for profile: Profile) -> String { "the Secret Service" }
+
+    public static func label(for profile: Profile) -> String { "ChatGPT credential (\(profile.name))" }
+
+    public static let lockedMessage =
+        "the Secret Service keyring is locked; unlock it (log in to the desktop session, or run: gnome-keyring-daemon --unlock) or use --store file"
+
+    // MARK: CredentialStore
+
+    /// The hot path: one SearchItems (its answer keeps unlocked and locked matches apart), then
+    /// one OpenSession + GetSecrets for the first unlocked match. The D-Bus-path API is used
+    /// instead of `secret_service_search_sync`, which would also build a proxy per item (a
+    /// Properties.GetAll plus four bus-daemon calls: AddMatch ×2, StartServiceByName,
+    /// GetNameOwner) only to learn what SearchItems already said. Nothing is unlocked.
+    public func read(_ profile: Profile) throws -> [UInt8]? {
+        try perform { service, cancellable in
+            let attributes = Self.attributes(profile)
+            defer { ccred_g_hash_table_unref(attributes) }
+            var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+            var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+            defer { ccred_g_strfreev(unlocked); ccred_g_strfreev(locked) }
+            var error: UnsafeMutablePointer<GError>?
+            guard ccred_secret_service_search_for_dbus_paths_sync(service, nil, attributes, cancellable, &unlocked, &locked, &error) != 0 else {
+                throw Self.map(error, doing: "search for the credential")
+            }
+            for path in Self.strings(unlocked) {
+                guard let value = ccred_secret_service_get_secret_for_dbus_path_sync(service, path, cancellable, &error) else {
+                    if error != nil { throw Self.map(error, doing: "read the credential") }
+                    continue // gone since the search: try the next match
+                }
+                defer { ccred_secret_value_unref(UnsafeMutableRawPointer(value)) }
+                return Self.bytes(of: value)
+            }
+            if locked?.pointee != nil { throw CredentialError.keyringLocked(Self.lockedMessage) }
+            return nil
+        }
+    }
+
+    public func write(_ profile: Profile, secret: [UInt8]) throws {
+        let label = Self.label(for: profile)
+        try perform { service, cancellable in
+            try Self.withItemsUnlessLocked(profile, service, cancellable) { attributes, found in
+                let value: OpaquePointer = secret.withUnsafeBytes { raw in
+                    guard let base = raw.baseAddress, raw.count > 0 else { return ccred_secret_value_new("", 0, "application/json")! }
+                    return ccred_secret_value_new(base.assumingMemoryBound(to: CChar.self), gssize(raw.count), "application/json")!
+                }
+                defer { ccred_secret_value_unref(UnsafeMutableRawPointer(value)) }
+                var error: UnsafeMutablePointer<GError>?
+                if let item = found.first {
+                    // Replace in place: the item keeps its identity and stays the only one.
+                    guard ccred_secret_item_set_secret_sync(item, value, cancellable, &error) != 0 else {
+                        throw Self.map(error, doing: "replace the stored credential")
+                    }
+                    if let current = ccred_secret_item_get_label(item) {
+                        let same = String(cString: current) == label
+                        ccred_g_free(current)
+                        if !same, ccred_secret_item_set_label_sync(item, label, cancellable, &error) == 0 {
+                            throw Self.map(error, doing: "label the stored credential")
+                        }
+                    }
+                    for extra in found.dropFirst() where ccred_secret_item_delete_sync(extra, cancellable, &error) == 0 {
+                        throw Self.map(error, doing: "remove a duplicate item")
+                    }
+                    return
+                }
+                // A new item: refuse up front when the default collection is locked (storing would try
+                // an unlock prompt that a headless session cannot show).
+                if let collection = ccred_secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT, SECRET_COLLECTION_NONE, cancellable, &error) {
+                    let locked = ccred_secret_collection_get_locked(collection) != 0
+                    ccred_g_object_unref(collection)
+                    if locked { throw CredentialError.keyringLocked(Self.lockedMessage) }
+                } else if error != nil {
+                    throw Self.map(error, doing: "find the default keyring")
+                }
+                // schema NULL: no xdg:schema attribute, the attributes are exactly ours.
+                guard ccred_secret_service_store_sync(service, nil, attributes, SECRET_COLLECTION_DEFAULT, label, value, cancellable, &error) != 0 else {
+                    throw Self.map(error, doing: "store the credential")
+                }
+            }
+        }
+    }
+
+    @discardableResult
+    public func delete(_ profile: Profile) throws -> Bool {
+        try perform { service, cancellable in
+            try Self.withItemsUnlessLocked(profile, service, cancellable) { _, found in
+                var error: UnsafeMutablePointer<GError>?
+                for item in found where ccred_secret_item_delete_sync(item, cancellable, &error) == 0 {
+                    throw Self.map(error, doing: "delete the stored credential")
+                }
+                return !found.isEmpty
+            }
+        }
+    }
+
+    /// Profiles with an item here. A locked item's attributes are unreadable (gnome-keyring shows
+    /// only hashes), so a locked match throws `keyringLocked` rather than listing too little.
+    public func profiles() throws -> [String] {
+        try perform { service, cancellable in
+            let attributes = ccred_attributes_new()!
+            _ = ccred_g_hash_table_insert(attributes, ccred_g_strdup("service"), ccred_g_strdup(Self.serviceName))
+            defer { ccred_g_hash_table_unref(attributes) }
+            let items = try Self.search(service, attributes, loadSecrets: false, cancellable)
+            defer { Self.free(items) }
+            var names: Set<String> = []
+            for item in Self.elements(items) {
+                if ccred_secret_item_get_locked(item) != 0 { throw CredentialError.keyringLocked(Self.lockedMessage) }
+                guard let table = ccred_secret_item_get_attributes(item) else { continue }
+                defer { ccred_g_hash_table_unref(table) }
+                if let raw = ccred_g_hash_table_lookup(table, "profile") {
+                    let name = String(cString: raw.assumingMemoryBound(to: CChar.self))
+                    if Profile.isValid(name) { names.insert(name) }
+                }
+            }
+            return names.sorted()
+        }
+    }
+
+    // MARK: Probe
+
+    /// For the `auto` selector: `.available` when the Secret Service answers within the deadline
+    /// and its default collection is unlocked, `.locked` when that collection is locked,
+    /// `.unavailable(reason)` otherwise (no bus, no service, no default keyring, timeout).
+    public static func probe(timeout: Double? = nil) -> SecretServiceAvailability {
+        let store = SecretServiceStore(timeout: timeout)
+        do {
+            return try store.perform { service, cancellable in
+                var error: UnsafeMutablePointer<GError>?
+                guard let collection = ccred_secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT, SECRET_COLLECTION_NONE, cancellable, &error) else {
+                    if error != nil { throw Self.map(error, doing: "find the default keyring") }
+                    return .unavailable("the Secret Service has no default keyring; create one (e.g. log in to the desktop session) or use --store file")
+                }
+                defer { ccred_g_object_unref(collection) }
+                return ccred_secret_collection_get_locked(collection) != 0 ? .locked(Self.lockedMessage) : .available
+            }
+        } catch CredentialError.keyringLocked(let message) {
+            return .locked(message)
+        } catch let error as CredentialError {
+            return .unavailable(error.message)
+        } catch {
+            return .unavailable("\(error)")
+        }
+    }
+
+    /// Why there is certainly no session bus, or nil when there may be one. Cheap: no libsecret
+    /// (which would try to autolaunch a bus through X11 and fail only after a while).
+    public static func missingBusReason() -> String? {
+        return missingBusReason(sessionBusAddress: getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) },
+                                runtimeDirectory: getenv("XDG_RUNTIME_DIR").map { String(cString: $0) })
+    }
+
+    /// The same decision from explicit values (DBUS_SESSION_BUS_ADDRESS, XDG_RUNTIME_DIR).
+    public static func missingBusReason(sessionBusAddress: String?, runtimeDirectory: String?) -> String? {
+        if let address = sessionBusAddress, !address.isEmpty { return nil }
+        if let runtime = runtimeDirectory, !runtime.isEmpty {
+            var info = stat()
+            if stat(runtime + "/bus", &info) == 0 { return nil }
+        }
+        return "no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is unset and $XDG_RUNTIME_DIR/bus does not exist), so the Secret Service is unreachable; use --store file"
+    }
+
+    // MARK: Plumbing
+
+    /// Runs `body` with a referenced SecretService under the deadline: on this thread, with a
+    /// watchdog that cancels `cancellable` when the deadline passes (every libsecret call takes
+    /// it, so a hung service returns G_IO_ERROR_CANCELLED at once → the timeout error).
+    private func perform<T>(_ body: @escaping (UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>) throws -> T) throws -> T {
+        if let reason = Self.missingBusReason() {
+            throw CredentialError.storeUnavailable(reason)
+        }
+        try Self.loadLibsecret()
+        let cancellable = ccred_g_cancellable_new()!
+        defer { ccred_g_object_unref(cancellable) }
+        _ = ccred_g_object_ref(cancellable) // the work's reference, dropped when it finishes
+        let watched = CancellableReference(cancellable) // the watchdog's, dropped with its closure
+        let seconds = timeout
+        let outcome: Result<T, CredentialError>? = Deadline.watch(seconds: seconds, onTimeout: {
+            ccred_g_cancellable_cancel(watched.pointer)
+        }) {
+            defer { ccred_g_object_unref(cancellable) }
+            do {
+                let service = try Self.openService(cancellable)
+                defer { ccred_g_object_unref(service) }
+                return .success(try body(service, cancellable))
+            } catch let error as CredentialError {
+                return .failure(error)
+            } catch {
+                return .failure(.storeFailure("the Secret Service failed: \(error)"))
+            }
+        }
+        switch outcome {
+        case .success(let value)?: return value
+        case .failure(let error)?:
+            if case .storeUnavailable(Self.cancelledMarker) = error { throw Self.timeoutError(seconds) }
+            throw error
+        case nil: throw Self.timeoutError(seconds)
+        }
+    }
+
+    /// dlopen()s libsecret (once per process); a missing library is an unavailable store.
+    static func loadLibsecret() throws {
+        guard ccred_libsecret_load() == 0 else {
+            let why = ccred_libsecret_error().map { String(cString: $0) } ?? "unknown reason"
+            throw CredentialError.storeUnavailable("libsecret is not installed (\(why)); install libsecret-1-0 or use --store file")
+        }
+    }
+
+    /// One reference to a GCancellable, released when the last owner (e.g. a watchdog's
+    /// closure, which may outlive `perform`) goes away.
+    private final class CancellableReference {
+        let pointer: UnsafeMutablePointer<GCancellable>
+        init(_ pointer: UnsafeMutablePointer<GCancellable>) {
+            self.pointer = pointer
+            _ = ccred_g_object_ref(pointer)
+        }
+        deinit { ccred_g_object_unref(pointer) }
+    }
+
+    private static let cancelledMarker = "\u{1}cancelled"
+
+    private static func timeoutError(_ seconds: Double) -> CredentialError {
+        .storeUnavailable("the Secret Service did not answer within \(Deadline.describe(seconds)); check that the keyring daemon (gnome-keyring, KeePassXC) is running and responsive, or use --store file")
+    }
+
+    private static func openService(_ cancellable: UnsafeMutablePointer<GCancellable>) throws -> UnsafeMutablePointer<SecretService> {
+        var error: UnsafeMutablePointer<GError>?
+        // The shared default proxy on the session bus; libsecret caches it for the process.
+        guard let service = ccred_secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, &error) else {
+            throw unreachable(error)
+        }
+        return service
+    }
+
+    private static func unreachable(_ error: UnsafeMutablePointer<GError>?) -> CredentialError {
+        let mapped = map(error, doing: "connect")
+        if case .storeFailure(let m) = mapped { return .storeUnavailable(m) }
+        return mapped
+    }
+
+    /// Consumes `error` (frees it) and classifies it.
+    private static func map(_ error: UnsafeMutablePointer<GError>?, doing what: String) -> CredentialError {
+        guard let error else { return .storeFailure("the Secret Service could not \(what) (no reason given)") }
+        defer { ccred_g_error_free(error) }
+        let domain = error.pointee.domain, code = error.pointee.code
+        let text = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
+        if domain == ccred_io_error_quark() && code == Int32(G_IO_ERROR_CANCELLED.rawValue) {
+            return .storeUnavailable(cancelledMarker)
+        }
+        if domain == ccred_secret_error_quark() && code == Int32(SECRET_ERROR_IS_LOCKED.rawValue) {
+            return .keyringLocked(lockedMessage)
+        }
+        let unavailableDBus: [GDBusError] = [G_DBUS_ERROR_SERVICE_UNKNOWN, G_DBUS_ERROR_NAME_HAS_NO_OWNER, G_DBUS_ERROR_NO_REPLY,
+                                             G_DBUS_ERROR_TIMEOUT, G_DBUS_ERROR_TIMED_OUT, G_DBUS_ERROR_DISCONNECTED,
+                                             G_DBUS_ERROR_NO_SERVER, G_DBUS_ERROR_SPAWN_EXEC_FAILED, G_DBUS_ERROR_SPAWN_FAILED,
+                                             G_DBUS_ERROR_SPAWN_CHILD_EXITED, G_DBUS_ERROR_UNKNOWN_METHOD, G_DBUS_ERROR_UNKNOWN_OBJECT]
+        let unavailableIO: [GIOErrorEnum] = [G_IO_ERROR_TIMED_OUT, G_IO_ERROR_CLOSED, G_IO_ERROR_CONNECTION_REFUSED,
+                                             G_IO_ERROR_NOT_FOUND, G_IO_ERROR_BROKEN_PIPE, G_IO_ERROR_CONNECTION_CLOSED,
+                                             G_IO_ERROR_DBUS_ERROR]
+        if (domain == ccred_dbus_error_quark() && unavailableDBus.contains(where: { Int32($0.rawValue) == code })) ||
+            (domain == ccred_io_error_quark() && unavailableIO.contains(where: { Int32($0.rawValue) == code })) {
+            return .storeUnavailable("the Secret Service is not reachable (\(text)); start a keyring daemon (gnome-keyring, KeePassXC) or use --store file")
+        }
+        return .storeFailure("the Secret Service could not \(what): \(text)")
+    }
+
+    /// Attributes for one profile; the caller owns the table.
+    private static func attributes(_ profile: Profile) -> OpaquePointer {
+        let table = ccred_attributes_new()!
+        _ = ccred_g_hash_table_insert(table, ccred_g_strdup("service"), ccred_g_strdup(serviceName))
+        _ = ccred_g_hash_table_insert(table, ccred_g_strdup("profile"), ccred_g_strdup(profile.name))
+        return table
+    }
+
+    /// Every item of the profile, for a write or a delete. Refuses (`keyringLocked`) when any of
+    /// them is locked: nothing is changed on a keyring we cannot fully see, not even an unlocked
+    /// duplicate.
+    private static func withItemsUnlessLocked<T>(_ profile: Profile, _ service: UnsafeMutablePointer<SecretService>,
+                                                 _ cancellable: UnsafeMutablePointer<GCancellable>,
+                                                 _ body: (OpaquePointer, [UnsafeMutablePointer<SecretItem>]) throws -> T) throws -> T {
+        let attributes = Self.attributes(profile)
+        defer { ccred_g_hash_table_unref(attributes) }
+        let items = try Self.search(service, attributes, loadSecrets: false, cancellable)
+        defer { Self.free(items) }
+        let found = Self.elements(items)
+        if found.contains(where: { ccred_secret_item_get_locked($0) != 0 }) {
+            throw CredentialError.keyringLocked(Self.lockedMessage)
+        }
+        return try body(attributes, found)
+    }
+
+    /// Searches every collection without unlocking; locked matches are returned too.
+    private static func search(_ service: UnsafeMutablePointer<SecretService>, _ attributes: OpaquePointer,
+                               loadSecrets: Bool, _ cancellable: UnsafeMutablePointer<GCancellable>) throws -> UnsafeMutablePointer<GList>? {
+        var flags = SECRET_SEARCH_ALL.rawValue
+        if loadSecrets { flags |= SECRET_SEARCH_LOAD_SECRETS.rawValue }
+        var error: UnsafeMutablePointer<GError>?
+        let list = ccred_secret_service_search_sync(service, nil, attributes, SecretSearchFlags(rawValue: flags), cancellable, &error)
+        if let error {
+            Self.free(list)
+            throw map(error, doing: "search for the credential")
+        }
+        return list
+    }
+
+    private static func elements(_ list: UnsafeMutablePointer<GList>?) -> [UnsafeMutablePointer<SecretItem>] {
+        var result: [UnsafeMutablePointer<SecretItem>] = []
+        var node = list
+        while let n = node {
+            if let data = n.pointee.data { result.append(data.assumingMemoryBound(to: SecretItem.self)) }
+            node = n.pointee.next
+        }
+        return result
+    }
+
+    /// The strings of a NULL-terminated gchar** (not consumed).
+    private static func strings(_ vector: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?) -> [UnsafeMutablePointer<gchar>] {
+        var result: [UnsafeMutablePointer<gchar>] = []
+        guard var cursor = vector else { return result }
+        while let s = cursor.pointee {
+            result.append(s)
+            cursor += 1
+        }
+        return result
+    }
+
+    private static func free(_ list: UnsafeMutablePointer<GList>?) {
+        guard let list else { return }
+        ccred_g_list_free_full(list, ccred_g_object_unref)
+    }
+
+    private static func bytes(of value: OpaquePointer) -> [UInt8] {
+        var length: gsize = 0
+        guard let raw = ccred_secret_value_get(value, &length), length > 0 else { return [] }
+        return raw.withMemoryRebound(to: UInt8.self, capacity: Int(length)) { Array(UnsafeBufferPointer(start: $0, count: Int(length))) }
+    }
+}

@@ -1,0 +1,101 @@
+import Testing
+@testable import CLI
+@testable import Credentials
+@testable import Stores
+@testable import OAuth
+@testable import HelperProtocols
+@testable import CredentialCore
+@testable import Secrets
+
+@Suite struct ArgumentParserTests {
+    func parse(_ args: [String], env: [String: String] = [:], argv0: String = "chatgpt-credential") throws -> Invocation {
+        try ArgumentParser.parse([argv0] + args, environment: env)
+    }
+
+    @Test func globalOptionsBeforeOrAfterTheVerb() throws {
+        let a = try parse(["--profile", "work", "get", "--store", "file"])
+        let b = try parse(["get", "--profile=work", "--store=file"])
+        for inv in [a, b] {
+            #expect(inv.globals.profile.name == "work")
+            #expect(inv.globals.store == .file)
+            guard case .get(let o) = inv.command else { Issue.record("not get"); return }
+            #expect(o == GetOptions())
+        }
+    }
+
+    @Test func environmentSuppliesDefaultsAndFlagsWin() throws {
+        let env = ["CHATGPT_CREDENTIAL_PROFILE": "envp", "CHATGPT_CREDENTIAL_STORE": "secret-service",
+                   "CHATGPT_CREDENTIAL_NONINTERACTIVE": "1", "CHATGPT_CREDENTIAL_DEBUG": "1"]
+        let inv = try parse(["status"], env: env)
+        #expect(inv.globals.profile.name == "envp")
+        #expect(inv.globals.store == .secretService)
+        #expect(inv.globals.nonInteractive && inv.globals.verbose)
+        let flagged = try parse(["--profile", "flag", "--store", "file", "status"], env: env)
+        #expect(flagged.globals.profile.name == "flag")
+        #expect(flagged.globals.store == .file)
+    }
+
+    @Test func getFormatsAndTTL() throws {
+        guard case .get(let o) = try parse(["get", "--json", "--min-ttl", "900", "--force-refresh"]).command else { Issue.record(); return }
+        #expect(o.format == .json && o.minTTL == 900 && o.requiredTTL == 900 && o.forceRefresh)
+        guard case .get(let small) = try parse(["get", "--min-ttl", "10"]).command else { Issue.record(); return }
+        #expect(small.minTTL == 300 && small.requiredTTL == 10)
+    }
+
+    @Test(arguments: [
+        ["bogus"], ["get", "--json", "--env"], ["get", "--min-ttl"], ["get", "--min-ttl", "-5"], ["get", "--min-ttl", "abc"],
+        ["get", "--nope"], ["--profile", "bad name", "get"], ["--profile", String(repeating: "a", count: 65), "get"],
+        ["--store", "cloud", "get"], ["--protocol", "ftp", "get"], ["login", "--device", "--browser"], ["exec"],
+        ["get", "extra"], [], ["status", "--json=yes"], ["-x"],
+    ])
+    func usageErrors(_ args: [String]) {
+        #expect(throws: CredentialError.self) { try parse(args) }
+        do { _ = try parse(args) } catch let e as CredentialError { #expect(e.exitCode == 2) } catch { Issue.record("\(error)") }
+    }
+
+    @Test func badEnvironmentValueIsUsage() {
+        #expect(throws: CredentialError.self) { try parse(["get"], env: ["CHATGPT_CREDENTIAL_STORE": "nowhere"]) }
+    }
+
+    @Test func execTakesEverythingAfterDoubleDash() throws {
+        let inv = try parse(["exec", "--profile", "p", "--", "sh", "-c", "echo --json"])
+        guard case .exec(let argv) = inv.command else { Issue.record(); return }
+        #expect(argv == ["sh", "-c", "echo --json"])
+        #expect(inv.globals.profile.name == "p")
+        guard case .exec(let bare) = try parse(["exec", "env"]).command else { Issue.record(); return }
+        #expect(bare == ["env"])
+    }
+
+    @Test func programNameSelectsProtocol() throws {
+        let git = try parse(["get"], argv0: "/usr/local/bin/git-credential-chatgpt")
+        guard case .helper(.git, let verb) = git.command else { Issue.record(); return }
+        #expect(verb == "get")
+        let docker = try parse(["list"], argv0: "docker-credential-chatgpt")
+        guard case .helper(.docker, "list") = docker.command else { Issue.record(); return }
+        let flag = try parse(["--protocol", "git", "frobnicate"])
+        guard case .helper(.git, "frobnicate") = flag.command else { Issue.record(); return }
+    }
+
+    @Test func storeFromCodexOptionalPath() throws {
+        guard case .store(let none) = try parse(["store"]).command else { Issue.record(); return }
+        #expect(none == nil)
+        guard case .store(let dflt) = try parse(["store", "--from-codex"]).command else { Issue.record(); return }
+        #expect(dflt == .some(nil))
+        guard case .store(let path) = try parse(["store", "--from-codex", "/x/auth.json"]).command else { Issue.record(); return }
+        #expect(path == .some("/x/auth.json"))
+    }
+
+    @Test func helpAndVersion() throws {
+        guard case .help(nil) = try parse(["--help"]).command else { Issue.record(); return }
+        guard case .help("get") = try parse(["get", "--help"]).command else { Issue.record(); return }
+        guard case .help("erase") = try parse(["help", "erase"]).command else { Issue.record(); return }
+        guard case .version = try parse(["--version"]).command else { Issue.record(); return }
+    }
+
+    @Test func everyVerbHelpNamesEveryOption() {
+        for v in CommandLineSpec.verbs {
+            let text = CommandLineSpec.verbHelp(v)
+            for o in v.options + CommandLineSpec.globalOptions { #expect(text.contains(o.long), "\(v.name) help lacks \(o.long)") }
+        }
+    }
+}

@@ -1,0 +1,303 @@
+import Foundation
+import Testing
+@testable import CLI
+@testable import Credentials
+@testable import Stores
+@testable import OAuth
+@testable import HelperProtocols
+@testable import CredentialCore
+@testable import Secrets
+
+/// Keeps the man page and the shell completions in step with `CommandLineSpec`, and checks that
+/// each of them is valid for its tool (mandoc, bash, zsh, fish) and completes what it should.
+@Suite struct DocsTests {
+    static let repoRoot: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() } // DocsTests.swift, CLITests, Tests
+        return url.path
+    }()
+
+    static let manPage = repoRoot + "/man/chatgpt-credential.1"
+    static let bashCompletion = repoRoot + "/completions/chatgpt-credential.bash"
+    static let zshCompletion = repoRoot + "/completions/_chatgpt-credential"
+    static let fishCompletion = repoRoot + "/completions/chatgpt-credential.fish"
+
+    static var verbNames: [String] { CommandLineSpec.verbs.map(\.name) }
+
+    static func read(_ path: String) throws -> String {
+        try String(contentsOfFile: path, encoding: .utf8)
+    }
+
+    /// True when `text` contains `needle` not followed by another option-name character
+    /// (so `--json` is not satisfied by `--json-lines`).
+    static func containsWord(_ text: String, _ needle: String) -> Bool {
+        var search = text[...]
+        while let r = search.range(of: needle) {
+            let next = r.upperBound < search.endIndex ? search[r.upperBound] : " "
+            if !(next.isLetter || next.isNumber || next == "-" || next == "_") { return true }
+            search = search[r.upperBound...]
+        }
+        return false
+    }
+
+    // MARK: drift: every option and verb is documented and completed
+
+    @Test func specIsNotEmpty() {
+        // The drift tests below would pass vacuously on an empty table.
+        #expect(CommandLineSpec.allLongOptions.count >= 20)
+        #expect(Self.verbNames.count >= 7)
+    }
+
+    @Test func manPageDocumentsEveryOptionAndVerb() throws {
+        let lines = try Self.read(Self.manPage).split(separator: "\n").map(String.init)
+        let items = lines.filter { $0.hasPrefix(".It ") }
+        for option in CommandLineSpec.allLongOptions {
+            // Documented as a list item: `.It Fl -min-ttl Ar SECONDS`, `.It Fl v , Fl -verbose`.
+            let mdoc = "Fl -" + option.dropFirst(2)
+            #expect(items.contains { Self.containsWord($0, mdoc) }, "man page has no .It entry for \(option)")
+        }
+        for verb in Self.verbNames {
+            #expect(items.contains { Self.containsWord($0, "Cm " + verb) }, "man page has no .It entry for verb \(verb)")
+        }
+        for spec in CommandLineSpec.globalOptions {
+            if let env = spec.env {
+                #expect(lines.contains(".It Ev \(env)"), "ENVIRONMENT lacks \(env)")
+            }
+        }
+        for section in ["NAME", "SYNOPSIS", "DESCRIPTION", "ENVIRONMENT", "FILES", "EXIT STATUS", "EXAMPLES",
+                        "SEE ALSO", "CHOICES", "SECURITY CONSIDERATIONS", "REFRESH", "STORES", "PROTOCOLS"] {
+            #expect(lines.contains(".Sh \(section)"), "man page lacks section \(section)")
+        }
+    }
+
+    @Test func manPageRendersEveryOptionAndVerb() throws {
+        guard let mandoc = Self.which("mandoc") else { return } // CI installs mandoc
+        let r = Self.run(mandoc, ["-T", "ascii", Self.manPage])
+        #expect(r.status == 0)
+        let text = Self.stripOverstrike(r.stdout)
+        for option in CommandLineSpec.allLongOptions {
+            #expect(Self.containsWord(text, option), "rendered man page lacks \(option)")
+        }
+        for needle in ["credential.https://chatgpt.com.helper chatgpt", "!chatgpt-credential --protocol git",
+                       "\"credHelpers\": { \"chatgpt.com\": \"chatgpt\" }", "credentials not found in native keychain",
+                       "max(300, --min-ttl)", "NAME.lock", "NAME.age", "CHATGPT_CREDENTIAL_ISSUER",
+                       "CHATGPT_CREDENTIAL_PASSPHRASE_FILE", "CHATGPT_CREDENTIAL_DBUS_TIMEOUT"] {
+            #expect(text.contains(needle), "rendered man page lacks \(needle)")
+        }
+    }
+
+    @Test func manPageListsEveryExitStatus() throws {
+        let man = try Self.read(Self.manPage)
+        guard let start = man.range(of: ".Sh EXIT STATUS"), let end = man.range(of: ".Sh EXAMPLES") else {
+            Issue.record("no EXIT STATUS section"); return
+        }
+        let section = man[start.upperBound..<end.lowerBound]
+        for code in 0...5 { #expect(section.contains(".It \(code)\n"), "EXIT STATUS lacks \(code)") }
+    }
+
+    @Test func manPageLintsClean() throws {
+        guard let mandoc = Self.which("mandoc") else { return } // CI installs mandoc
+        let r = Self.run(mandoc, ["-Tlint", "-Wwarning", Self.manPage])
+        #expect(r.status == 0, "mandoc -Tlint -Wwarning exit \(r.status)")
+        #expect(r.stdout.isEmpty && r.stderr.isEmpty, "mandoc lint output:\n\(r.stdout)\(r.stderr)")
+    }
+
+    @Test(arguments: [bashCompletion, zshCompletion])
+    func completionNamesEveryOptionAndVerb(_ path: String) throws {
+        let text = try Self.read(path)
+        for option in CommandLineSpec.allLongOptions {
+            #expect(Self.containsWord(text, option), "\(path) lacks \(option)")
+        }
+        for verb in Self.verbNames { #expect(Self.containsWord(text, verb), "\(path) lacks verb \(verb)") }
+        for choice in StoreChoice.allCases.map(\.rawValue) + ["plain", "git", "docker"] {
+            #expect(Self.containsWord(text, choice), "\(path) lacks value \(choice)")
+        }
+    }
+
+    @Test func fishCompletionNamesEveryOptionAndVerb() throws {
+        let text = try Self.read(Self.fishCompletion)
+        for option in CommandLineSpec.allLongOptions {
+            #expect(Self.containsWord(text, "-l " + option.dropFirst(2)), "fish completion lacks -l \(option.dropFirst(2))")
+        }
+        for verb in Self.verbNames { #expect(Self.containsWord(text, "-a " + verb), "fish completion lacks verb \(verb)") }
+    }
+
+    // MARK: bash
+
+    /// Sources the bash completion with a stub `chatgpt-credential` on PATH, sets COMP_WORDS and
+    /// COMP_CWORD from `words` (the last one is being completed) and returns COMPREPLY.
+    static func bashComplete(_ words: [String], stubOutput: String = "", stubStderr: String = "") throws -> (reply: [String], stderr: String) {
+        let stub = try StubBinary(stdout: stubOutput, stderr: stubStderr)
+        defer { stub.remove() }
+        let quoted = words.map { GetFormatter.shellQuote($0) }.joined(separator: " ")
+        let script = """
+        source \(GetFormatter.shellQuote(bashCompletion)) || exit 97
+        COMP_WORDS=(\(quoted)); COMP_CWORD=\(words.count - 1)
+        COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}
+        _chatgpt_credential
+        printf '%s\\n' "${COMPREPLY[@]}"
+        """
+        let r = run("/bin/bash", ["--norc", "--noprofile", "-c", script], path: stub.directory)
+        #expect(r.status == 0, "bash exit \(r.status): \(r.stderr)")
+        return (r.stdout.split(separator: "\n").map(String.init), r.stderr)
+    }
+
+    @Test func bashCompletesVerbs() throws {
+        #expect(try Self.bashComplete(["chatgpt-credential", "g"]).reply == ["get"])
+        #expect(Set(try Self.bashComplete(["chatgpt-credential", ""]).reply) == Set(Self.verbNames))
+        #expect(Set(try Self.bashComplete(["chatgpt-credential", "--protocol", "docker", ""]).reply)
+                == ["get", "store", "erase", "list", "version"])
+    }
+
+    @Test func bashCompletesOptionValues() throws {
+        #expect(try Self.bashComplete(["chatgpt-credential", "--store", ""]).reply == ["auto", "secret-service", "file"])
+        #expect(try Self.bashComplete(["chatgpt-credential", "get", "--store", "=", "s"]).reply == ["secret-service"])
+        #expect(try Self.bashComplete(["chatgpt-credential", "--protocol", ""]).reply == ["plain", "git", "docker"])
+    }
+
+    @Test func bashCompletesEveryOptionOfEveryVerb() throws {
+        let globals = CommandLineSpec.globalOptions.map(\.long)
+        for verb in CommandLineSpec.verbs {
+            let reply = Set(try Self.bashComplete(["chatgpt-credential", verb.name, "--"]).reply)
+            for option in globals + verb.options.map(\.long) {
+                #expect(reply.contains(option), "bash: '\(verb.name) --<TAB>' lacks \(option)")
+            }
+            // Options of other verbs are not offered.
+            let foreign = Set(CommandLineSpec.verbs.flatMap(\.options).map(\.long)).subtracting(verb.options.map(\.long))
+            #expect(reply.isDisjoint(with: foreign), "bash: '\(verb.name) --<TAB>' offers \(reply.intersection(foreign))")
+        }
+    }
+
+    @Test func bashCompletesProfilesFromStatusAll() throws {
+        let status = "default\tfile\ta@example.com\tplus\tacct-1\texpires 2026-01-01T00:00:00Z\n"
+            + "work\tsecret-service\tlocked\n"
+            + "No profiles signed in.\n"
+            + "bad name\tfile\n"
+        let r = try Self.bashComplete(["chatgpt-credential", "--profile", ""], stubOutput: status, stubStderr: "boom")
+        #expect(r.reply == ["default", "work"])
+        #expect(r.stderr.isEmpty, "completion printed: \(r.stderr)")
+        #expect(try Self.bashComplete(["chatgpt-credential", "get", "--profile", "w"], stubOutput: status).reply == ["work"])
+    }
+
+    @Test func bashProfileCompletionIsSilentWithoutTheBinary() {
+        let script = "source \(GetFormatter.shellQuote(Self.bashCompletion)); COMP_WORDS=(chatgpt-credential --profile ''); COMP_CWORD=2; _chatgpt_credential; printf '%s\\n' \"${COMPREPLY[@]}\""
+        let r = Self.run("/bin/bash", ["--norc", "--noprofile", "-c", script], path: "/nonexistent")
+        #expect(r.status == 0)
+        #expect(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty)
+        #expect(r.stderr.isEmpty, "completion printed: \(r.stderr)")
+    }
+
+    // MARK: zsh
+
+    @Test func zshCompletionParses() throws {
+        guard let zsh = Self.which("zsh") else { return } // CI installs zsh
+        let r = Self.run(zsh, ["-n", Self.zshCompletion])
+        #expect(r.status == 0 && r.stderr.isEmpty, "zsh -n: \(r.stderr)")
+        #expect(try Self.read(Self.zshCompletion).hasPrefix("#compdef chatgpt-credential\n"))
+    }
+
+    // MARK: fish
+
+    static func fishComplete(_ line: String, stubOutput: String = "") throws -> (reply: [String], stderr: String)? {
+        guard let fish = which("fish") else { return nil }
+        let stub = try StubBinary(stdout: stubOutput, stderr: "boom")
+        defer { stub.remove() }
+        let script = "source \(GetFormatter.shellQuote(fishCompletion)); or exit 97; complete -C \(GetFormatter.shellQuote(line))"
+        let r = run(fish, ["--no-config", "-c", script], path: stub.directory)
+        #expect(r.status == 0, "fish exit \(r.status): \(r.stderr)")
+        let reply = r.stdout.split(separator: "\n").map { String($0.split(separator: "\t", maxSplits: 1).first ?? "") }
+        return (reply, r.stderr)
+    }
+
+    @Test func fishCompletionParses() throws {
+        guard let fish = Self.which("fish") else { return } // CI installs fish
+        let r = Self.run(fish, ["--no-config", "-n", Self.fishCompletion])
+        #expect(r.status == 0 && r.stderr.isEmpty, "fish -n: \(r.stderr)")
+    }
+
+    @Test func fishCompletes() throws {
+        guard let st = try Self.fishComplete("chatgpt-credential --st") else { return }
+        #expect(st.reply == ["--store"])
+        #expect(try Self.fishComplete("chatgpt-credential g")?.reply == ["get"])
+        #expect(Set(try Self.fishComplete("chatgpt-credential --store ")?.reply ?? []) == ["auto", "secret-service", "file"])
+        #expect(Set(try Self.fishComplete("chatgpt-credential --protocol ")?.reply ?? []) == ["plain", "git", "docker"])
+        let status = "default\tfile\ta@example.com\tplus\tacct-1\texpires x\nNo profiles signed in.\nwork\tsecret-service\tlocked\n"
+        let profiles = try Self.fishComplete("chatgpt-credential --profile ", stubOutput: status)
+        #expect(Set(profiles?.reply ?? []) == ["default", "work"])
+        #expect(profiles?.stderr.isEmpty == true, "completion printed: \(profiles?.stderr ?? "")")
+    }
+
+    @Test func fishCompletesEveryOptionOfEveryVerb() throws {
+        guard Self.which("fish") != nil else { return }
+        for verb in CommandLineSpec.verbs {
+            let reply = Set(try Self.fishComplete("chatgpt-credential \(verb.name) --")?.reply ?? [])
+            for option in CommandLineSpec.globalOptions.map(\.long) + verb.options.map(\.long) {
+                #expect(reply.contains(option), "fish: '\(verb.name) --<TAB>' lacks \(option)")
+            }
+        }
+    }
+
+    // MARK: helpers
+
+    /// A directory holding a fake `chatgpt-credential` that prints fixed text (what `status --all`
+    /// would) and fails loudly on stderr, to prove the completions stay quiet.
+    struct StubBinary {
+        let directory: String
+        init(stdout: String, stderr: String) throws {
+            directory = NSTemporaryDirectory() + "ccred-stub-" + UUID().uuidString
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try stdout.write(toFile: directory + "/out", atomically: true, encoding: .utf8)
+            let script = "#!/bin/sh\ncat '\(directory)/out'\nprintf '%s\\n' \(GetFormatter.shellQuote(stderr)) >&2\nexit 0\n"
+            let path = directory + "/chatgpt-credential"
+            try script.write(toFile: path, atomically: true, encoding: .utf8)
+            chmod(path, 0o755)
+        }
+        func remove() { try? FileManager.default.removeItem(atPath: directory) }
+    }
+
+    struct Result { var status: Int32; var stdout: String; var stderr: String }
+
+    /// Runs `executable` with PATH = `path` + the usual system directories, HOME in a temp dir.
+    static func run(_ executable: String, _ args: [String], path: String? = nil) -> Result {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: executable)
+        p.arguments = args
+        var env = ["PATH": [path, "/usr/local/bin:/usr/bin:/bin"].compactMap { $0 }.joined(separator: ":"),
+                   "HOME": NSTemporaryDirectory(), "LC_ALL": "C.UTF-8", "TERM": "dumb"]
+        env["XDG_CONFIG_HOME"] = NSTemporaryDirectory() + "ccred-docs-none"
+        p.environment = env
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        p.standardInput = FileHandle.nullDevice
+        do { try p.run() } catch { return Result(status: -1, stdout: "", stderr: "spawn failed: \(error)") }
+        // Output is small; read stderr on another thread so neither pipe can fill up.
+        final class Box: @unchecked Sendable { var data = Data() }
+        let errBox = Box()
+        let group = DispatchGroup()
+        group.enter()
+        DispatchQueue.global().async { errBox.data = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        p.waitUntilExit()
+        return Result(status: p.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+                      stderr: String(decoding: errBox.data, as: UTF8.self))
+    }
+
+    static func which(_ tool: String) -> String? {
+        for dir in ["/usr/bin", "/bin", "/usr/local/bin"] where FileManager.default.isExecutableFile(atPath: dir + "/" + tool) {
+            return dir + "/" + tool
+        }
+        return nil
+    }
+
+    /// Removes nroff bold/underline overstrikes (`X\bX`, `_\bX`).
+    static func stripOverstrike(_ s: String) -> String {
+        var out: [Character] = []
+        for ch in s {
+            if ch == "\u{8}" { if !out.isEmpty { out.removeLast() }; continue }
+            out.append(ch)
+        }
+        return String(out)
+    }
+}

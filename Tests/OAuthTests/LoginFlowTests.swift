@@ -1,0 +1,104 @@
+import Testing
+@testable import OAuth
+@testable import CredentialCore
+@testable import Secrets
+
+/// Records what the flows print; `tty` says whether stderr is a terminal.
+final class RecordingConsole: Console {
+    var lines: [String] = []
+    let tty: Bool
+    init(tty: Bool = false) { self.tty = tty }
+    func out(_ text: String) { Issue.record("login must not write to stdout: \(text)") }
+    func err(_ line: String) { lines.append(line) }
+    func readInput(limit: Int) throws -> [UInt8] { [] }
+    func readSome(_ max: Int) throws -> [UInt8] { [] }
+    var stdinIsTerminal: Bool { false }
+    var stderrIsTerminal: Bool { tty }
+    var text: String { lines.joined(separator: "\n") }
+}
+
+@Suite struct PastedAddressTests {
+    @Test func fullAddressAndBareQuery() throws {
+        let a = try PasteBackFlow.parse("  http://localhost:1455/auth/callback?code=ac_1&state=st_2#frag \n")
+        #expect(a.code == "ac_1" && a.state == "st_2" && a.error == nil)
+        let b = try PasteBackFlow.parse("code=ac_1&state=st%2D2")
+        #expect(b.code == "ac_1" && b.state == "st-2")
+        let c = try PasteBackFlow.parse("http://localhost:1455/auth/callback?error=access_denied&error_description=no&state=s")
+        #expect(c.refusal?.message.contains("access_denied") == true)
+    }
+
+    @Test(arguments: ["", "hello", "http://localhost:1455/auth/callback", "https://x.test/?q=1", "code=a b&state=s",
+                      "http://localhost:1455/auth/callback?code=%ZZ&state=s", "?code=x", "?state=s"])
+    func garbage(_ text: String) {
+        #expect(throws: CredentialError.self) { try PasteBackFlow.parse(text) }
+    }
+
+    @Test func unsafeCodeIsNoCode() throws {
+        #expect(throws: CredentialError.self) { try PasteBackFlow.parse("code=%1B%5B2J&state=s") }
+    }
+
+    @Test func entitlementIsNamedAndVendorTextSanitized() {
+        let e = CallbackParameters([("error", "access_denied"), ("error_description", "missing_codex_entitlement")]).refusal
+        #expect(e?.message.contains("Codex is not enabled") == true)
+        let f = CallbackParameters([("error", "server_error\u{1B}[2J"), ("error_description", "bad\nthing\u{07}")]).refusal
+        #expect(f?.message.contains("\u{1B}") == false)
+        #expect(f?.message.contains("\n") == false)
+    }
+}
+
+@Suite struct DeviceFlowUnitTests {
+    let usercode = ScriptedTransport.Outcome.json(200, #"{"device_auth_id":"da_1","user_code":"ABCD-EFGH","interval":0}"#)
+    let approved = ScriptedTransport.Outcome.json(200, #"{"authorization_code":"ac_1","code_challenge":"x","code_verifier":"ver_1"}"#)
+    let pending = ScriptedTransport.Outcome.json(403, #"{"error":{"code":"deviceauth_authorization_pending"}}"#)
+
+    func client(_ script: [ScriptedTransport.Outcome]) throws -> (IssuerClient, ScriptedTransport) {
+        let t = ScriptedTransport(script)
+        return (IssuerClient(config: try IssuerConfig("http://127.0.0.1:9"), transport: t, retry: .none), t)
+    }
+
+    @Test(arguments: [false, true])
+    func clipboardOnlyOnATerminalAndOnlyTheCode(tty: Bool) throws {
+        let (c, t) = try client([usercode, pending, approved, .json(200, goodTokens)])
+        let console = RecordingConsole(tty: tty)
+        let grant = try DeviceCodeFlow(client: c, console: console, interrupt: nil).run()
+        #expect(grant.refreshToken == "rt_new")
+        let osc = "\u{1B}]52;c;" + Base64.encode(Array("ABCD-EFGH".utf8)) + "\u{07}"
+        #expect(console.text.contains(osc) == tty)
+        if !tty { #expect(!console.text.contains("\u{1B}")) }
+        #expect(console.lines.contains { $0.hasSuffix("http://127.0.0.1:9/codex/device") })
+        // Exchanged with the device redirect URI and the verifier from the poll answer.
+        let body = String(decoding: t.requests.last?.body ?? [], as: UTF8.self)
+        #expect(body.contains("redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fdeviceauth%2Fcallback"))
+        #expect(body.contains("code_verifier=ver_1"))
+        #expect(body.contains("code=ac_1"))
+    }
+
+    @Test func slowDownAddsToTheInterval() throws {
+        let slow = ScriptedTransport.Outcome.json(400, #"{"error":"slow_down"}"#)
+        let (c, _) = try client([usercode, slow, approved, .json(200, goodTokens)])
+        var flow = DeviceCodeFlow(client: c, console: RecordingConsole(), interrupt: nil)
+        flow.slowDownStep = 0.3
+        let start = Clock.monotonicMillis()
+        _ = try flow.run()
+        #expect(Clock.monotonicMillis() - start >= 280)
+    }
+
+    @Test func temporaryFailuresGiveUpAfterALimit() throws {
+        let down = ScriptedTransport.Outcome.json(503, "{}")
+        let (c, t) = try client([usercode, down, down, down])
+        var flow = DeviceCodeFlow(client: c, console: RecordingConsole(), interrupt: nil)
+        flow.maxInterval = 0.01
+        #expect(throws: CredentialError.self) { try flow.run() }
+        #expect(t.requests.count == 4)
+    }
+
+    @Test func lifetimeEndsPolling() throws {
+        let (c, t) = try client([.json(200, #"{"device_auth_id":"da_1","user_code":"AB-CD","interval":1}"#), pending])
+        var flow = DeviceCodeFlow(client: c, console: RecordingConsole(), interrupt: nil)
+        flow.lifetime = 0.2
+        let start = Clock.monotonicMillis()
+        #expect(throws: DeviceCodeFlow.expiredMessage) { try flow.run() }
+        #expect(Clock.monotonicMillis() - start < 900, "the wait is cut to the deadline")
+        #expect(t.requests.count == 1)
+    }
+}
