@@ -9,13 +9,23 @@ ZSHCOMPDIR  := $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 # Release builds link the Swift runtime statically: ~2 ms of process start instead of ~6+.
 # libstdc++ (which the Swift runtime needs) is linked statically too: the swift driver's own
-# `-lstdc++` finds $(STATIC_CXX_DIR)/libstdc++.a first, a -L directory that holds only GCC's
+# `-lstdc++` finds $(STATIC_LIB_DIR)/libstdc++.a first, a -L directory that holds only GCC's
 # archive, so no libstdc++.so is loaded and relocated at every start (~0.4 ms, ~1 MB RSS; when
 # the archive is missing the link simply falls back to the shared library).
+# libsodium the same way: SwiftPM turns CSodium's `pkgConfig: "libsodium"` into
+# `-L/usr/lib/<triplet> -lsodium` (it does not drop system directories as pkg-config does), and that
+# -L comes first, so `make release` writes a libsodium.pc into $(STATIC_LIB_DIR)/pkgconfig whose
+# libdir is $(STATIC_LIB_DIR), which holds libsodium.a and no libsodium.so (without the archive no
+# .pc is written and the shared library is linked, as before).
+# libgcc's unwinder (which libstdc++'s exceptions use) is linked statically with -static-libgcc
+# when GCC's libgcc_eh.a exists, so libgcc_s.so.1 is not NEEDED either. What is left is libc6's
+# (libc, libm, ld.so): the Debian package depends on libc6 only (scripts/test-package checks).
 # --disable-local-rpath: no RUNPATH $ORIGIN, so the loader does not probe ~50 absent paths
 # beside the binary for each library before looking in the system directories.
-STATIC_CXX_DIR := $(CURDIR)/.build/static-libstdc++
-RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath -Xlinker -L$(STATIC_CXX_DIR)
+STATIC_LIB_DIR := $(CURDIR)/.build/static-libs
+STATIC_LIBGCC  := $(if $(wildcard $(shell $(CC) -print-file-name=libgcc_eh.a 2>/dev/null)),-Xswiftc -Xclang-linker -Xswiftc -static-libgcc)
+RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath -Xlinker -L$(STATIC_LIB_DIR) \
+                 --pkg-config-path $(STATIC_LIB_DIR)/pkgconfig $(STATIC_LIBGCC)
 RELEASE_BIN  = $(shell $(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)/chatgpt-credential
 
 # Everything the build, the tests and the benchmarks need from Debian.
@@ -46,8 +56,13 @@ build:
 	$(SWIFT) build
 
 release:
-	@mkdir -p $(STATIC_CXX_DIR); a=$$($(CC) -print-file-name=libstdc++.a); \
-	if [ -f "$$a" ]; then ln -sf "$$a" $(STATIC_CXX_DIR)/libstdc++.a; else rm -f $(STATIC_CXX_DIR)/libstdc++.a; fi
+	@mkdir -p $(STATIC_LIB_DIR)/pkgconfig; a=$$($(CC) -print-file-name=libstdc++.a); \
+	if [ -f "$$a" ]; then ln -sf "$$a" $(STATIC_LIB_DIR)/libstdc++.a; else rm -f $(STATIC_LIB_DIR)/libstdc++.a; fi; \
+	s=$$(pkg-config --variable=libdir libsodium)/libsodium.a; \
+	if [ -f "$$s" ]; then ln -sf "$$s" $(STATIC_LIB_DIR)/libsodium.a; \
+	  printf 'libdir=%s\nName: libsodium\nDescription: libsodium, the static archive (see Makefile)\nVersion: %s\nLibs: -L$${libdir} -lsodium\nCflags: %s\n' \
+	    "$(STATIC_LIB_DIR)" "$$(pkg-config --modversion libsodium)" "$$(pkg-config --cflags libsodium)" > $(STATIC_LIB_DIR)/pkgconfig/libsodium.pc; \
+	else rm -f $(STATIC_LIB_DIR)/libsodium.a $(STATIC_LIB_DIR)/pkgconfig/libsodium.pc; fi
 	$(SWIFT) build $(RELEASE_FLAGS)
 
 run: release
