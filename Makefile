@@ -20,12 +20,13 @@ FISHCOMPDIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 # libgcc's unwinder (which libstdc++'s exceptions use) is linked statically with -static-libgcc
 # when GCC's libgcc_eh.a exists, so libgcc_s.so.1 is not NEEDED either. What is left is libc6's
 # (libc, libm, ld.so): the Debian package depends on libc6 only (scripts/test-package checks).
+# -D_FORTIFY_SOURCE=2 (Debian's default CPPFLAGS): the C shims' libc calls are checked (__*_chk).
 # --disable-local-rpath: no RUNPATH $ORIGIN, so the loader does not probe ~50 absent paths
 # beside the binary for each library before looking in the system directories.
 STATIC_LIB_DIR := $(CURDIR)/.build/static-libs
 STATIC_LIBGCC  := $(if $(wildcard $(shell $(CC) -print-file-name=libgcc_eh.a 2>/dev/null)),-Xswiftc -Xclang-linker -Xswiftc -static-libgcc)
 RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath -Xlinker -L$(STATIC_LIB_DIR) \
-                 --pkg-config-path $(STATIC_LIB_DIR)/pkgconfig $(STATIC_LIBGCC)
+                 --pkg-config-path $(STATIC_LIB_DIR)/pkgconfig $(STATIC_LIBGCC) -Xcc -D_FORTIFY_SOURCE=2
 RELEASE_BIN  = $(shell $(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)/chatgpt-credential
 
 # Everything the build, the tests and the benchmarks need from Debian.
