@@ -19,7 +19,8 @@ FISHCOMPDIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 # .pc is written and the shared library is linked, as before).
 # libgcc's unwinder (which libstdc++'s exceptions use) is linked statically with -static-libgcc
 # when GCC's libgcc_eh.a exists, so libgcc_s.so.1 is not NEEDED either. What is left is libc6's
-# (libc, libm, ld.so): the Debian package depends on libc6 only (scripts/package checks).
+# (libc, libm, ld.so): the Debian package depends on libc6 only (scripts/package and
+# scripts/test-package check).
 # -D_FORTIFY_SOURCE=2 (Debian's default CPPFLAGS): the C shims' libc calls are checked (__*_chk).
 # --disable-local-rpath: no RUNPATH $ORIGIN, so the loader does not probe ~50 absent paths
 # beside the binary for each library before looking in the system directories.
@@ -30,15 +31,15 @@ RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath -Xlinker
 RELEASE_BIN  = $(shell $(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)/chatgpt-credential
 
 # Everything the build, the tests, the benchmarks and the packages need from Debian (the last line:
-# dpkg-shlibdeps/dpkg-gencontrol, strip/readelf, lintian).
+# dpkg-shlibdeps/dpkg-gencontrol, strip/readelf, lintian, and mmdebstrap for make test-package).
 APT_PACKAGES := libsecret-1-dev libsodium-dev libcurl4-openssl-dev pkg-config \
                 dbus dbus-x11 gnome-keyring libsecret-tools age git python3 python3-dbus \
                 python3-dockerpycreds golang-docker-credential-helpers \
                 mandoc man-db zsh fish hyperfine procps util-linux time openssl bash-completion strace \
-                dpkg-dev binutils lintian
+                dpkg-dev binutils lintian mmdebstrap debian-archive-keyring mount
 
 .PHONY: help deps apt-packages build release run test test-unit bench bench-smoke demo install uninstall lint-man fuzz clean \
-        version deb dist lint-deb
+        version deb dist lint-deb test-package
 
 help:
 	@echo "make deps       install the system packages (apt-get; run as root)"
@@ -50,6 +51,7 @@ help:
 	@echo "make deb        dist/chatgpt-credential_VERSION_ARCH.deb (dpkg-deb; no Swift needed to install it)"
 	@echo "make dist       the .deb, dist/chatgpt-credential-VERSION-linux-ARCH.tar.gz and dist/SHA256SUMS"
 	@echo "make lint-deb   lintian on the .deb (fails on errors and on warnings not overridden)"
+	@echo "make test-package  the .deb and tarball in a fresh Debian 12 root (mmdebstrap; root, network)"
 	@echo "make version    the version, from the release binary"
 
 # The package list, for scripts (.ci/run installs exactly this).
@@ -145,6 +147,11 @@ dist: deb
 
 lint-deb: deb
 	lintian --pedantic --display-info --fail-on error,warning $(DEB)
+
+# The .deb and the tarball in a fresh Debian 12 root (mmdebstrap; needs root and the Debian
+# mirror): no Swift there, store/get with a refresh against the host's loopback test issuer.
+test-package: dist lint-deb
+	scripts/test-package $(DEB) $(DIST)/chatgpt-credential-$(VERSION)-linux-$(ARCH).tar.gz $(VERSION)
 
 clean:
 	rm -rf .build $(DIST)
