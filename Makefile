@@ -9,22 +9,37 @@ ZSHCOMPDIR  := $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 # Release builds link the Swift runtime statically: ~2 ms of process start instead of ~6+.
 # libstdc++ (which the Swift runtime needs) is linked statically too: the swift driver's own
-# `-lstdc++` finds $(STATIC_CXX_DIR)/libstdc++.a first, a -L directory that holds only GCC's
+# `-lstdc++` finds $(STATIC_LIB_DIR)/libstdc++.a first, a -L directory that holds only GCC's
 # archive, so no libstdc++.so is loaded and relocated at every start (~0.4 ms, ~1 MB RSS; when
 # the archive is missing the link simply falls back to the shared library).
+# libsodium the same way: SwiftPM turns CSodium's `pkgConfig: "libsodium"` into
+# `-L/usr/lib/<triplet> -lsodium` (it does not drop system directories as pkg-config does), and that
+# -L comes first, so `make release` writes a libsodium.pc into $(STATIC_LIB_DIR)/pkgconfig whose
+# libdir is $(STATIC_LIB_DIR), which holds libsodium.a and no libsodium.so (without the archive no
+# .pc is written and the shared library is linked, as before).
+# libgcc's unwinder (which libstdc++'s exceptions use) is linked statically with -static-libgcc
+# when GCC's libgcc_eh.a exists, so libgcc_s.so.1 is not NEEDED either. What is left is libc6's
+# (libc, libm, ld.so): the Debian package depends on libc6 only (scripts/package and
+# scripts/test-package check).
+# -D_FORTIFY_SOURCE=2 (Debian's default CPPFLAGS): the C shims' libc calls are checked (__*_chk).
 # --disable-local-rpath: no RUNPATH $ORIGIN, so the loader does not probe ~50 absent paths
 # beside the binary for each library before looking in the system directories.
-STATIC_CXX_DIR := $(CURDIR)/.build/static-libstdc++
-RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath -Xlinker -L$(STATIC_CXX_DIR)
+STATIC_LIB_DIR := $(CURDIR)/.build/static-libs
+STATIC_LIBGCC  := $(if $(wildcard $(shell $(CC) -print-file-name=libgcc_eh.a 2>/dev/null)),-Xswiftc -Xclang-linker -Xswiftc -static-libgcc)
+RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath -Xlinker -L$(STATIC_LIB_DIR) \
+                 --pkg-config-path $(STATIC_LIB_DIR)/pkgconfig $(STATIC_LIBGCC) -Xcc -D_FORTIFY_SOURCE=2
 RELEASE_BIN  = $(shell $(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)/chatgpt-credential
 
-# Everything the build, the tests and the benchmarks need from Debian.
+# Everything the build, the tests, the benchmarks and the packages need from Debian (the last line:
+# dpkg-shlibdeps/dpkg-gencontrol, strip/readelf, lintian, and mmdebstrap for make test-package).
 APT_PACKAGES := libsecret-1-dev libsodium-dev libcurl4-openssl-dev pkg-config \
                 dbus dbus-x11 gnome-keyring libsecret-tools age git python3 python3-dbus \
                 python3-dockerpycreds golang-docker-credential-helpers \
-                mandoc man-db zsh fish hyperfine procps util-linux time openssl bash-completion strace
+                mandoc man-db zsh fish hyperfine procps util-linux time openssl bash-completion strace \
+                dpkg-dev binutils lintian mmdebstrap debian-archive-keyring mount
 
-.PHONY: help deps apt-packages build release run test test-unit bench bench-smoke demo install uninstall lint-man fuzz clean
+.PHONY: help deps apt-packages build release run test test-unit bench bench-smoke demo install uninstall lint-man fuzz clean \
+        version deb dist lint-deb test-package
 
 help:
 	@echo "make deps       install the system packages (apt-get; run as root)"
@@ -33,6 +48,11 @@ help:
 	@echo "make demo       an offline walk-through against the local test issuer"
 	@echo "make bench      benchmarks against the C reference helpers -> bench/results.md"
 	@echo "make install    PREFIX=/usr/local DESTDIR= ; make uninstall reverses it"
+	@echo "make deb        dist/chatgpt-credential_VERSION_ARCH.deb (dpkg-deb; no Swift needed to install it)"
+	@echo "make dist       the .deb, dist/chatgpt-credential-VERSION-linux-ARCH.tar.gz and dist/SHA256SUMS"
+	@echo "make lint-deb   lintian on the .deb (fails on errors and on warnings not overridden)"
+	@echo "make test-package  the .deb and tarball in a fresh Debian 12 root (mmdebstrap; root, network)"
+	@echo "make version    the version, from the release binary"
 
 # The package list, for scripts (.ci/run installs exactly this).
 apt-packages:
@@ -46,8 +66,13 @@ build:
 	$(SWIFT) build
 
 release:
-	@mkdir -p $(STATIC_CXX_DIR); a=$$($(CC) -print-file-name=libstdc++.a); \
-	if [ -f "$$a" ]; then ln -sf "$$a" $(STATIC_CXX_DIR)/libstdc++.a; else rm -f $(STATIC_CXX_DIR)/libstdc++.a; fi
+	@mkdir -p $(STATIC_LIB_DIR)/pkgconfig; a=$$($(CC) -print-file-name=libstdc++.a); \
+	if [ -f "$$a" ]; then ln -sf "$$a" $(STATIC_LIB_DIR)/libstdc++.a; else rm -f $(STATIC_LIB_DIR)/libstdc++.a; fi; \
+	s=$$(pkg-config --variable=libdir libsodium)/libsodium.a; \
+	if [ -f "$$s" ]; then ln -sf "$$s" $(STATIC_LIB_DIR)/libsodium.a; \
+	  printf 'libdir=%s\nName: libsodium\nDescription: libsodium, the static archive (see Makefile)\nVersion: %s\nLibs: -L$${libdir} -lsodium\nCflags: %s\n' \
+	    "$(STATIC_LIB_DIR)" "$$(pkg-config --modversion libsodium)" "$$(pkg-config --cflags libsodium)" > $(STATIC_LIB_DIR)/pkgconfig/libsodium.pc; \
+	else rm -f $(STATIC_LIB_DIR)/libsodium.a $(STATIC_LIB_DIR)/pkgconfig/libsodium.pc; fi
 	$(SWIFT) build $(RELEASE_FLAGS)
 
 run: release
@@ -82,14 +107,51 @@ install: release
 	ln -sf chatgpt-credential $(BINDIR)/git-credential-chatgpt
 	ln -sf chatgpt-credential $(BINDIR)/docker-credential-chatgpt
 	install -m 0644 man/chatgpt-credential.1 $(MANDIR)/chatgpt-credential.1
+	ln -sf chatgpt-credential.1 $(MANDIR)/git-credential-chatgpt.1
+	ln -sf chatgpt-credential.1 $(MANDIR)/docker-credential-chatgpt.1
 	install -m 0644 completions/chatgpt-credential.bash $(BASHCOMPDIR)/chatgpt-credential
 	install -m 0644 completions/_chatgpt-credential $(ZSHCOMPDIR)/_chatgpt-credential
 	install -m 0644 completions/chatgpt-credential.fish $(FISHCOMPDIR)/chatgpt-credential.fish
 
 uninstall:
 	rm -f $(BINDIR)/chatgpt-credential $(BINDIR)/git-credential-chatgpt $(BINDIR)/docker-credential-chatgpt \
-	      $(MANDIR)/chatgpt-credential.1 $(BASHCOMPDIR)/chatgpt-credential $(ZSHCOMPDIR)/_chatgpt-credential \
+	      $(MANDIR)/chatgpt-credential.1 $(MANDIR)/git-credential-chatgpt.1 $(MANDIR)/docker-credential-chatgpt.1 \
+	      $(BASHCOMPDIR)/chatgpt-credential $(ZSHCOMPDIR)/_chatgpt-credential \
 	      $(FISHCOMPDIR)/chatgpt-credential.fish
 
+# Packages (scripts/package says why dpkg-deb). Both are staged by `make install` into .build/stage,
+# so the three ways to install put the same files in the same places (Debian's zsh directory for
+# the .deb). VERSION comes from the release binary (`chatgpt-credential --version`, whose number
+# lives in the code and nowhere else); ARCH from dpkg.
+# (Computed on first use, once: RELEASE_BIN asks swift for its directory.)
+VERSION = $(eval VERSION := $(shell $(RELEASE_BIN) --version 2>/dev/null | sed -n 's/^chatgpt-credential //p'))$(VERSION)
+ARCH    = $(shell dpkg --print-architecture)
+DIST    := $(CURDIR)/dist
+STAGE   := $(CURDIR)/.build/stage
+DEB      = $(DIST)/chatgpt-credential_$(VERSION)_$(ARCH).deb
+
+version: release
+	@echo $(VERSION)
+
+deb: release
+	@[ -n "$(VERSION)" ] || { echo "make deb: cannot read the version from $(RELEASE_BIN) --version" >&2; exit 1; }
+	rm -rf $(STAGE)/deb
+	@$(MAKE) --no-print-directory install PREFIX=/usr DESTDIR=$(STAGE)/deb \
+	    ZSHCOMPDIR=$(STAGE)/deb/usr/share/zsh/vendor-completions >/dev/null
+	scripts/package deb $(STAGE)/deb $(VERSION) $(ARCH) $(DIST)
+
+dist: deb
+	rm -rf $(STAGE)/tar
+	@$(MAKE) --no-print-directory install PREFIX= DESTDIR=$(STAGE)/tar/chatgpt-credential-$(VERSION) >/dev/null
+	scripts/package dist $(STAGE)/tar $(VERSION) $(ARCH) $(DIST)
+
+lint-deb: deb
+	lintian --pedantic --display-info --fail-on error,warning $(DEB)
+
+# The .deb and the tarball in a fresh Debian 12 root (mmdebstrap; needs root and the Debian
+# mirror): no Swift there, store/get with a refresh against the host's loopback test issuer.
+test-package: dist lint-deb
+	scripts/test-package $(DEB) $(DIST)/chatgpt-credential-$(VERSION)-linux-$(ARCH).tar.gz $(VERSION)
+
 clean:
-	rm -rf .build
+	rm -rf .build $(DIST)
