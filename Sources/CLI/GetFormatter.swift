@@ -7,7 +7,8 @@ import Secrets
 
 /// The output formats of `get` (SPEC "Verbs"): stdout carries only the answer.
 public enum GetFormatter {
-    public static func format(_ d: TokenDocument, _ format: OutputFormat) throws -> String {
+    public static func format(_ d: TokenDocument, _ format: OutputFormat, profile: Profile = .default) throws -> String {
+        func safe(_ value: String, _ what: String) throws -> String { try Self.safe(value, what, profile: profile) }
         switch format {
         case .token:
             return try safe(d.accessToken, "access token") + "\n"
@@ -34,9 +35,9 @@ public enum GetFormatter {
     }
 
     /// Refuses to print a value that could break a header or a shell line.
-    static func safe(_ value: String, _ what: String) throws -> String {
-        guard !value.isEmpty else { throw CredentialError.failure("the stored credential has no \(what); sign in again: chatgpt-credential login") }
-        guard Sanitize.isTokenSafe(value) else { throw CredentialError.storeCorrupt("the stored \(what) contains characters a token cannot have; sign in again: chatgpt-credential login") }
+    static func safe(_ value: String, _ what: String, profile: Profile) throws -> String {
+        guard !value.isEmpty else { throw CredentialError.failure("the stored credential has no \(what); sign in again: \(profile.loginCommand)") }
+        guard Sanitize.isTokenSafe(value) else { throw CredentialError.storeCorrupt("the stored \(what) contains characters a token cannot have; sign in again: \(profile.loginCommand)") }
         return value
     }
 

@@ -18,12 +18,11 @@ extension Runner {
             // Decide before touching any store: other hosts never cause a D-Bus call or a refresh.
             guard GitCredentialProtocol.shouldAnswer(request) else { return .exit(0) }
             let fresh = try freshCredential(g, GetOptions())
-            if let answer = try GitCredentialProtocol.answer(for: request, document: fresh.document) { console.out(answer) }
+            if let answer = try GitCredentialProtocol.answer(for: request, document: fresh.document) { try console.out(answer) }
             return .exit(0)
         case .erase:
-            guard GitCredentialProtocol.shouldAnswer(request),
-                  let (store, _) = try services.makeSelector(g).locate(g.profile) else { return .exit(0) }
-            let dropped = try coordinator(g, store).dropAccessToken {
+            guard GitCredentialProtocol.shouldAnswer(request) else { return .exit(0) }
+            let dropped = try owner(g).dropAccessToken {
                 GitCredentialProtocol.shouldDropAccessToken(request: request, stored: $0)
             }
             verbose(g, dropped ? "dropped the rejected access token; the next get refreshes" : "the rejected token is not the stored one; nothing changed")
@@ -33,13 +32,13 @@ extension Runner {
 
     func dockerHelper(_ g: GlobalOptions, verb word: String) throws -> Outcome {
         guard let verb = DockerCredentialProtocol.Verb(argument: word) else {
-            console.out("unknown verb '\(Sanitize.line(word, limit: 40))': use get, store, erase, list or version\n")
+            try? console.out("unknown verb '\(Sanitize.line(word, limit: 40))': use get, store, erase, list or version\n")
             return .exit(1)
         }
         do {
             switch verb {
             case .version:
-                console.out("\(CommandLineSpec.programName) \(CommandLineSpec.version)\n")
+                try console.out("\(CommandLineSpec.programName) \(CommandLineSpec.version)\n")
             case .store:
                 _ = try DockerStoreRequest.parse(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
             case .get:
@@ -47,29 +46,29 @@ extension Runner {
                 guard DockerCredentialProtocol.isChatGPTServer(url) else { return notFound() }
                 do {
                     let fresh = try freshCredential(g, GetOptions())
-                    console.out(try DockerCredentialProtocol.getAnswer(serverURL: url, document: fresh.document))
+                    try console.out(try DockerCredentialProtocol.getAnswer(serverURL: url, document: fresh.document))
                 } catch CredentialError.notSignedIn {
                     return notFound()
                 }
             case .erase:
                 let url = try DockerCredentialProtocol.parseServerURL(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
-                guard DockerCredentialProtocol.isChatGPTServer(url),
-                      try services.makeSelector(g).locate(g.profile) != nil else { return notFound() }
-                _ = try erase(g, revoke: true) // docker logout means log out
+                guard DockerCredentialProtocol.isChatGPTServer(url) else { return notFound() }
+                // docker logout means log out.
+                guard try eraseEverywhere(g, revoke: true) else { return notFound() }
             case .list:
-                let found = try services.makeSelector(g).locate(g.profile)
-                console.out(DockerCredentialProtocol.listAnswer(accountId: found?.document.accountId))
+                let found = try owner(g).locate()
+                try console.out(DockerCredentialProtocol.listAnswer(accountId: found?.document.accountId))
             }
             return .exit(0)
         } catch let e as CredentialError {
             // docker-credential-helpers report every error on stdout with exit status 1.
-            console.out(e.message + "\n")
+            try? console.out(e.message + "\n")
             return .exit(1)
         }
     }
 
     private func notFound() -> Outcome {
-        console.out(DockerCredentialProtocol.notFoundOutput)
+        try? console.out(DockerCredentialProtocol.notFoundOutput)
         return .exit(1)
     }
 }

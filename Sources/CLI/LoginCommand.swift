@@ -28,7 +28,7 @@ extension Runner {
         var stored: TokenDocument?
         func keep(_ grant: TokenGrant) throws {
             let document = TokenDocument.fromTokens(accessToken: grant.accessToken, refreshToken: grant.refreshToken,
-                                                    idToken: grant.idToken, now: services.now())
+                                                    idToken: grant.idToken, expiresIn: grant.expiresIn, now: services.now())
             _ = try saveNewCredential(document, g)
             stored = document
         }

@@ -6,8 +6,9 @@ import Credentials
 import Secrets
 
 /// Runs one parsed `Invocation`: the verbs of the plain protocol and the git/docker helper verbs.
-/// It decides nothing about refreshing (that is `RefreshCoordinator`) and nothing about exit
-/// codes (that is `CredentialError.exitCode`); it formats answers and reports errors in one line.
+/// It changes no stored credential itself (that is `CredentialOwner`, the one owner), decides
+/// nothing about refreshing (`RefreshPolicy`) and nothing about exit codes
+/// (`CredentialError.exitCode`); it formats answers and reports errors in one line.
 public final class Runner {
     let console: Console
     let services: Services
@@ -41,7 +42,7 @@ public final class Runner {
         switch g.wire {
         case .docker:
             // docker's helpers report errors on stdout (docker-credential-helpers convention).
-            console.out(e.message + "\n")
+            try? console.out(e.message + "\n")
         case .plain, .git:
             console.err("chatgpt-credential: " + e.message)
         }
@@ -54,15 +55,15 @@ public final class Runner {
     func dispatch(_ command: Command, _ g: GlobalOptions) throws -> Outcome {
         switch command {
         case .help(let verb):
-            if let verb, let spec = CommandLineSpec.verb(verb) { console.out(CommandLineSpec.verbHelp(spec)) }
-            else { console.out(CommandLineSpec.mainHelp()) }
+            if let verb, let spec = CommandLineSpec.verb(verb) { try console.out(CommandLineSpec.verbHelp(spec)) }
+            else { try console.out(CommandLineSpec.mainHelp()) }
             return .exit(0)
         case .version:
-            console.out("\(CommandLineSpec.programName) \(CommandLineSpec.version)\n")
+            try console.out("\(CommandLineSpec.programName) \(CommandLineSpec.version)\n")
             return .exit(0)
         case .get(let options):
             let fresh = try freshCredential(g, options)
-            console.out(try GetFormatter.format(fresh.document, options.format))
+            try console.out(try GetFormatter.format(fresh.document, options.format, profile: g.profile))
             return .exit(0)
         case .status(let json, let all):
             return try status(g, json: json, all: all)
@@ -89,35 +90,29 @@ public final class Runner {
 
     // MARK: get
 
-    /// Loads the profile's credential and returns it fresh, refreshing through the coordinator
-    /// when needed. Notices go to stderr; the caller prints the answer.
+    /// The one owner of the profile's credential, for this invocation's store choice.
+    func owner(_ g: GlobalOptions) -> CredentialOwner {
+        CredentialOwner(profile: g.profile, selector: services.makeSelector(g),
+                        lock: ProfileLock(profile: g.profile, path: services.paths.lockFile(for: g.profile), timeout: services.lockTimeout),
+                        now: services.now, refresher: { try self.services.makeRefresher(g) })
+    }
+
+    /// The profile's credential, fresh enough for `options` (refreshed through the owner when
+    /// needed). Notices go to stderr; the caller prints the answer.
     func freshCredential(_ g: GlobalOptions, _ options: GetOptions) throws -> FreshCredential {
-        let selector = services.makeSelector(g)
-        guard let (store, document) = try selector.locate(g.profile) else {
-            throw CredentialError.notSignedIn(profile: g.profile.name)
-        }
-        verbose(g, "profile \(g.profile.name) found in \(store.location(for: g.profile)); expires \(Clock.rfc3339(document.expiresAt))")
-        let fresh = try coordinator(g, store).fresh(document, options: options.freshness)
+        let owner = owner(g)
+        guard let located = try owner.locate() else { throw CredentialError.notSignedIn(profile: g.profile.name) }
+        verbose(g, "profile \(g.profile.name) found in \(located.store.location(for: g.profile)); expires \(Clock.rfc3339(located.document.expiresAt))")
+        let fresh = try owner.fresh(located, options.freshness)
         if fresh.refreshed { verbose(g, "refreshed; new token expires \(Clock.rfc3339(fresh.document.expiresAt))") }
         for n in fresh.notices { console.err("chatgpt-credential: " + n) }
         return fresh
     }
 
-    func coordinator(_ g: GlobalOptions, _ store: CredentialStore) -> RefreshCoordinator {
-        RefreshCoordinator(profile: g.profile, store: store, lockPath: services.paths.lockFile(for: g.profile),
-                           lockTimeout: services.lockTimeout, now: services.now,
-                           refresher: { try self.services.makeRefresher(g) })
-    }
-
-    /// Saves a new credential (login, store) where `auto` says, under the profile's lock, and
-    /// removes any older copy from the other store so no stale single-use refresh token is left.
+    /// Saves a new credential (login, store) through the owner: where `auto` says, and the
+    /// profile's older copy in the other store removed.
     func saveNewCredential(_ document: TokenDocument, _ g: GlobalOptions) throws -> CredentialStore {
-        let selector = services.makeSelector(g)
-        let store = try selector.destination(for: g.profile) { console.err("chatgpt-credential: " + $0) }
-        try coordinator(g, store).exclusive {
-            try store.save(document, for: g.profile)
-            for other in selector.others(than: store) { _ = try? other.delete(g.profile) }
-        }
+        let store = try owner(g).replace(with: document) { console.err("chatgpt-credential: " + $0) }
         verbose(g, "stored profile \(g.profile.name) in \(store.location(for: g.profile))")
         return store
     }
@@ -138,63 +133,80 @@ public final class Runner {
         }
         defer { Memory.wipe(&input) }
         let imported = try TokenImport.parse(input, now: services.now())
-        let store = try saveNewCredential(imported.document, g)
-        let d = imported.document
+        var d = imported.document
+        let fromCodexFile = imported.format == .codexAuthFile || fromCodex != nil
+        // Codex may still hold the same session: erase must not revoke it.
+        if fromCodexFile { d.importedFrom = "codex" }
+        let store = try saveNewCredential(d, g)
         console.err("chatgpt-credential: stored the credential for \(Sanitize.line(d.email.isEmpty ? "unknown email" : d.email)), account \(Sanitize.line(d.accountId)) in \(store.location(for: g.profile))")
-        if imported.format == .codexAuthFile || fromCodex != nil { console.err("chatgpt-credential: " + CodexAuthFile.sharedRefreshTokenWarning) }
+        if fromCodexFile { console.err("chatgpt-credential: " + CodexAuthFile.sharedRefreshTokenWarning) }
         return .exit(0)
     }
 
     // MARK: status
 
+    /// Exit 0 when `get` would succeed without a new sign-in, 3 when it would not, 5 when a store
+    /// could not be read. With `all`: 5 when a store could not be read, else 3 when no profile
+    /// is usable, else 0. Text and JSON say the same.
     func status(_ g: GlobalOptions, json: Bool, all: Bool) throws -> Outcome {
-        let selector = services.makeSelector(g)
         let now = services.now()
-        if all {
-            let (found, problems) = selector.allProfiles()
-            var entries: [StatusReport] = []
-            for (name, kind) in found {
-                guard let profile = try? Profile(name) else { continue }
-                var g2 = g
-                g2.profile = profile
-                g2.store = kind == .file ? .file : .secretService
-                do {
-                    if let (store, doc) = try services.makeSelector(g2).locate(profile) {
-                        entries.append(StatusReport(profile: name, store: store.kind, document: doc, now: now))
-                    }
-                } catch let e as CredentialError {
-                    entries.append(StatusReport(profile: name, store: kind, problem: e.message))
-                }
-            }
-            for p in problems { console.err("chatgpt-credential: " + p) }
-            console.out(json ? StatusReport.jsonList(entries) : StatusReport.textList(entries))
-            return .exit(0)
+        if all { return try statusOfAll(g, json: json, now: now) }
+        let located: LocatedCredential?
+        do {
+            located = try owner(g).locate()
+        } catch let e as CredentialError {
+            if json { try console.out(JSON.serialize(StatusReport(profile: g.profile.name, store: nil, problem: e).json()) + "\n") }
+            throw e
         }
-        guard let (store, doc) = try selector.locate(g.profile) else {
-            if json { console.out(StatusReport.notSignedInJSON(g.profile.name)) }
+        guard let located else {
+            if json { try console.out(JSON.serialize(StatusReport(profile: g.profile.name, store: nil, problem: .notSignedIn(profile: g.profile.name)).json()) + "\n") }
             throw CredentialError.notSignedIn(profile: g.profile.name)
         }
-        let report = StatusReport(profile: g.profile.name, store: store.kind, document: doc, now: now)
-        console.out(json ? JSON.serialize(report.json()) + "\n" : report.text())
+        let report = StatusReport(profile: g.profile.name, store: located.store.kind, document: located.document, now: now)
+        try console.out(json ? JSON.serialize(report.json()) + "\n" : report.text())
+        if let problem = report.unusable { throw problem }
         return .exit(0)
+    }
+
+    private func statusOfAll(_ g: GlobalOptions, json: Bool, now: Int64) throws -> Outcome {
+        let (found, problems) = services.makeSelector(g).allProfiles()
+        var entries: [StatusReport] = []
+        for (name, kind) in found {
+            guard let profile = try? Profile(name) else { continue }
+            var g2 = g
+            g2.profile = profile
+            g2.store = kind == .file ? .file : .secretService
+            do {
+                if let located = try services.makeSelector(g2).locate(profile) {
+                    entries.append(StatusReport(profile: name, store: located.store.kind, document: located.document, now: now))
+                }
+            } catch let e as CredentialError {
+                entries.append(StatusReport(profile: name, store: kind, problem: e))
+            }
+        }
+        for p in problems { console.err("chatgpt-credential: " + p.message) }
+        try console.out(json ? StatusReport.jsonList(entries) : StatusReport.textList(entries, storesUnreadable: !problems.isEmpty))
+        if let first = problems.first ?? entries.compactMap(\.problem).first(where: { $0.exitCode == 5 }) { return .exit(first.exitCode) }
+        return .exit(entries.contains { $0.unusable == nil } ? 0 : 3)
     }
 
     // MARK: erase
 
     func erase(_ g: GlobalOptions, revoke: Bool) throws -> Outcome {
-        let selector = services.makeSelector(g)
-        guard let (store, doc) = try selector.locate(g.profile) else {
-            console.err("chatgpt-credential: profile '\(g.profile.name)' holds no credential; nothing to erase")
-            return .exit(0)
-        }
-        if revoke && doc.refreshRejected == nil {
-            if let problem = services.revoke(g, doc.refreshToken) {
-                console.err("chatgpt-credential: notice: could not revoke the refresh token (\(Sanitize.line(problem, limit: 160))); erasing it here anyway")
-            }
-        }
-        try store.delete(g.profile)
-        for other in selector.others(than: store) { _ = try? other.delete(g.profile) }
-        console.err("chatgpt-credential: erased profile '\(g.profile.name)' from \(store.location(for: g.profile))")
+        _ = try eraseEverywhere(g, revoke: revoke)
         return .exit(0)
+    }
+
+    /// `erase` through the owner; true when a copy was removed.
+    func eraseEverywhere(_ g: GlobalOptions, revoke: Bool) throws -> Bool {
+        let erasure = try owner(g).erase(revoke: revoke ? { self.services.revoke(g, $0) } : nil)
+        for n in erasure.notices { console.err("chatgpt-credential: " + n) }
+        if erasure.removed.isEmpty {
+            console.err("chatgpt-credential: profile '\(g.profile.name)' holds no credential; nothing to erase")
+            return false
+        }
+        let places = erasure.removed.map { $0.location(for: g.profile) }.joined(separator: " and ")
+        console.err("chatgpt-credential: erased profile '\(g.profile.name)' from \(places)")
+        return true
     }
 }

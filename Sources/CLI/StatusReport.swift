@@ -1,58 +1,67 @@
 import CredentialCore
 import Stores
-import OAuth
-import HelperProtocols
 import Credentials
-import Secrets
 
-/// `status`: who is signed in, without secrets.
+/// `status`: who is signed in, without secrets. `unusable` is the one decision both the text and
+/// the JSON (and the exit code) follow: nil when `get` would succeed without a new sign-in.
 struct StatusReport {
     var profile: String
-    var store: StoreKind
+    var store: StoreKind?
     var document: TokenDocument?
     var now: Int64 = 0
-    var problem: String?
+    var problem: CredentialError?
 
     init(profile: String, store: StoreKind, document: TokenDocument, now: Int64) {
         self.profile = profile; self.store = store; self.document = document; self.now = now
     }
 
-    init(profile: String, store: StoreKind, problem: String) {
+    init(profile: String, store: StoreKind?, problem: CredentialError) {
         self.profile = profile; self.store = store; self.problem = problem
     }
 
-    var needsLogin: Bool {
-        guard let d = document else { return true }
-        return d.refreshRejected != nil && d.expiresAt <= now
+    /// Why `get` would need a new sign-in (or could not read the store), nil when it would succeed:
+    /// the refresh token was rejected and the access token is no longer usable.
+    var unusable: CredentialError? {
+        if let problem { return problem }
+        guard let d = document else { return .notSignedIn(profile: profile) }
+        if let code = d.refreshRejected, !RefreshPolicy.stillUsable(d, Freshness(), now: now) {
+            return .refreshRejected(profile: profile, code: code)
+        }
+        return nil
     }
 
+    /// A new sign-in is needed: now, or once this access token expires.
+    var needsLogin: Bool { unusable?.exitCode == 3 || document?.refreshRejected != nil }
+
     func json() -> JSONValue {
-        var m: [(String, JSONValue)] = [("profile", .string(profile)), ("store", .string(store.rawValue))]
+        var m: [(String, JSONValue)] = [("profile", .string(profile))]
+        if let store { m.append(("store", .string(store.rawValue))) }
+        m += [("signed_in", .bool(unusable == nil)), ("needs_login", .bool(needsLogin))]
         if let d = document {
-            m += [("signed_in", .bool(true)),
-                  ("email", .string(d.email)), ("plan", .string(d.plan)), ("account_id", .string(d.accountId)),
+            m += [("email", .string(d.email)), ("plan", .string(d.plan)), ("account_id", .string(d.accountId)),
                   ("expires_at", .string(Clock.rfc3339(d.expiresAt))), ("expires_in", .number(Double(d.expiresAt - now))),
-                  ("last_refresh", .string(Clock.rfc3339(d.lastRefresh))),
-                  ("needs_login", .bool(needsLogin))]
+                  ("last_refresh", d.lastRefresh > 0 ? .string(Clock.rfc3339(d.lastRefresh)) : .null)]
             if let r = d.refreshRejected { m.append(("refresh_rejected", .string(r))) }
-        } else {
-            m += [("signed_in", .bool(false)), ("error", .string(problem ?? "unknown"))]
         }
+        if let problem { m.append(("error", .string(problem.message))) }
         return .object(m)
     }
 
     func text() -> String {
-        guard let d = document else { return "\(profile) (\(store.rawValue)): \(problem ?? "unreadable")\n" }
+        guard let d = document else { return "\(profile): \(problem?.message ?? "not signed in")\n" }
         let who = Sanitize.line(d.email.isEmpty ? "unknown email" : d.email)
         let plan = Sanitize.line(d.plan.isEmpty ? "unknown plan" : d.plan)
-        var s = "Signed in as \(who) (\(plan)), account \(Sanitize.line(d.accountId))\n"
+        let login = (try? Profile(profile))?.loginCommand ?? "chatgpt-credential login"
+        var s = unusable == nil
+            ? "Signed in as \(who) (\(plan)), account \(Sanitize.line(d.accountId))\n"
+            : "Sign-in needed for \(who) (\(plan)), account \(Sanitize.line(d.accountId))\n"
         s += "  profile:  \(profile)\n"
-        s += "  store:    \(store.rawValue)\n"
-        let left = d.expiresAt - now
-        s += "  expires:  \(Clock.rfc3339(d.expiresAt)) (\(left >= 0 ? "in " : "")\(TimeSpan.describe(left)))\n"
-        s += "  refreshed: \(Clock.rfc3339(d.lastRefresh))\n"
+        if let store { s += "  store:    \(store.rawValue)\n" }
+        s += "  expires:  \(Clock.rfc3339(d.expiresAt)) (\(TimeSpan.expiry(d.expiresAt - now)))\n"
+        s += "  refreshed: \(d.lastRefresh > 0 ? Clock.rfc3339(d.lastRefresh) : "unknown")\n"
         if let r = d.refreshRejected {
-            s += "  sign-in needed: the issuer rejected the refresh token (\(Sanitize.line(r, limit: 60))); run: chatgpt-credential\(profile == "default" ? "" : " --profile \(profile)") login\n"
+            let when = unusable == nil ? "before this token expires" : "now"
+            s += "  sign-in needed \(when): the issuer rejected the refresh token (\(Sanitize.line(r, limit: 60))); run: \(login)\n"
         }
         return s
     }
@@ -61,15 +70,15 @@ struct StatusReport {
         JSON.serialize(.array(entries.map { $0.json() })) + "\n"
     }
 
-    static func textList(_ entries: [StatusReport]) -> String {
-        if entries.isEmpty { return "No profiles signed in.\n" }
+    /// One line per profile. With nothing found, "No profiles signed in." — unless a store could
+    /// not be read, when nothing can be said (the reason is on stderr).
+    static func textList(_ entries: [StatusReport], storesUnreadable: Bool) -> String {
+        if entries.isEmpty { return storesUnreadable ? "" : "No profiles signed in.\n" }
         return entries.map { e -> String in
-            guard let d = e.document else { return "\(e.profile)\t\(e.store.rawValue)\t\(e.problem ?? "")" }
-            return "\(e.profile)\t\(e.store.rawValue)\t\(Sanitize.line(d.email))\t\(Sanitize.line(d.plan))\t\(Sanitize.line(d.accountId))\texpires \(Clock.rfc3339(d.expiresAt))"
+            let store = e.store?.rawValue ?? "-"
+            guard let d = e.document else { return "\(e.profile)\t\(store)\t\(e.problem?.message ?? "")" }
+            let state = e.unusable == nil ? "expires \(Clock.rfc3339(d.expiresAt))" : "sign-in needed"
+            return "\(e.profile)\t\(store)\t\(Sanitize.line(d.email))\t\(Sanitize.line(d.plan))\t\(Sanitize.line(d.accountId))\t\(state)"
         }.joined(separator: "\n") + "\n"
-    }
-
-    static func notSignedInJSON(_ profile: String) -> String {
-        JSON.serialize(.object([("profile", .string(profile)), ("signed_in", .bool(false))])) + "\n"
     }
 }

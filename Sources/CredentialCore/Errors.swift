@@ -17,7 +17,11 @@ public enum CredentialError: Error, Equatable, Sendable {
     case lockTimeout(profile: String)
     // 5: store problem
     case keyringLocked(String)
+    /// No store of this kind can be reached at all (no session bus, nobody owning
+    /// org.freedesktop.secrets, libsecret missing). Under `auto` that means "not there".
     case storeUnavailable(String)
+    /// The store is there but did not answer before its deadline: never "not signed in".
+    case storeNotAnswering(String)
     case storeCorrupt(String)
     case wrongKey(String)
     case permissionsTooOpen(path: String)
@@ -30,7 +34,7 @@ public enum CredentialError: Error, Equatable, Sendable {
         case .usage, .badInput: return 2
         case .notSignedIn, .refreshRejected: return 3
         case .temporary, .lockTimeout: return 4
-        case .keyringLocked, .storeUnavailable, .storeCorrupt, .wrongKey, .permissionsTooOpen, .storeFailure: return 5
+        case .keyringLocked, .storeUnavailable, .storeNotAnswering, .storeCorrupt, .wrongKey, .permissionsTooOpen, .storeFailure: return 5
         }
     }
 
@@ -43,16 +47,15 @@ public enum CredentialError: Error, Equatable, Sendable {
         case .usage(let m): text = "\(m) (see 'chatgpt-credential --help')"
         case .badInput(let m): text = m
         case .notSignedIn(let p):
-            text = p == "default"
-                ? "not signed in; run: chatgpt-credential login"
-                : "profile '\(p)' is not signed in; run: chatgpt-credential --profile \(p) login"
+            let login = Profile(unchecked: p).loginCommand
+            text = p == "default" ? "not signed in; run: \(login)" : "profile '\(p)' is not signed in; run: \(login)"
         case .refreshRejected(let p, let code):
-            let login = p == "default" ? "chatgpt-credential login" : "chatgpt-credential --profile \(p) login"
-            text = "the issuer rejected the refresh token (\(code)); sign in again: \(login)"
+            text = "the issuer rejected the refresh token (\(code)); sign in again: \(Profile(unchecked: p).loginCommand)"
         case .temporary(let m): text = "\(m); try again later"
         case .lockTimeout(let p): text = "timed out waiting for another chatgpt-credential process refreshing profile '\(p)'; try again"
         case .keyringLocked(let m): text = m
         case .storeUnavailable(let m): text = m
+        case .storeNotAnswering(let m): text = m
         case .storeCorrupt(let m): text = m
         case .wrongKey(let m): text = m
         case .permissionsTooOpen(let path):

@@ -25,7 +25,8 @@ public enum TokenImport {
     ///
     /// The account id comes from the input when present (Codex's `tokens.account_id`), else from
     /// the tokens' claims. `last_refresh` from a Codex file is kept when it is a valid time not in
-    /// the future; otherwise `now`.
+    /// the future; otherwise, and for a bare token set, the time of the last refresh is unknown (0):
+    /// importing is not refreshing, and the 60 s no-refresh-loop guard must not hold it back.
     public static func parse(_ bytes: [UInt8], now: Int64 = Clock.now()) throws -> Result {
         guard bytes.count <= maxBytes else { throw bad("the input is larger than 64 KiB") }
         guard bytes.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) else {
@@ -51,10 +52,11 @@ public enum TokenImport {
             let refresh = try token(tokensValue, "refresh_token", prefix: "tokens.")
             let id = try optionalToken(tokensValue, "id_token", prefix: "tokens.")
             let account = try optionalToken(tokensValue, "account_id", prefix: "tokens.")
-            var when = now
+            var when: Int64 = 0
             if let s = value["last_refresh"]?.stringValue, let t = Clock.parseRFC3339(s), t > 0, t <= now { when = t }
-            let doc = TokenDocument.fromTokens(accessToken: access, refreshToken: refresh, idToken: id,
+            var doc = TokenDocument.fromTokens(accessToken: access, refreshToken: refresh, idToken: id,
                                                accountId: account, now: when)
+            doc.lastRefresh = when
             return Result(document: doc, format: .codexAuthFile)
         }
 
@@ -62,8 +64,9 @@ public enum TokenImport {
         let refresh = try token(value, "refresh_token", prefix: "")
         let id = try optionalToken(value, "id_token", prefix: "")
         let account = try optionalToken(value, "account_id", prefix: "")
-        let doc = TokenDocument.fromTokens(accessToken: access, refreshToken: refresh, idToken: id,
+        var doc = TokenDocument.fromTokens(accessToken: access, refreshToken: refresh, idToken: id,
                                            accountId: account, now: now)
+        doc.lastRefresh = 0
         return Result(document: doc, format: .tokens)
     }
 

@@ -6,11 +6,14 @@ public struct TokenGrant: Equatable, Sendable {
     public var accessToken: String
     public var refreshToken: String
     public var idToken: String?
+    /// The answer's `expires_in` (seconds from receipt), when present.
+    public var expiresIn: Int64?
 
-    public init(accessToken: String, refreshToken: String, idToken: String? = nil) {
+    public init(accessToken: String, refreshToken: String, idToken: String? = nil, expiresIn: Int64? = nil) {
         self.accessToken = accessToken
         self.refreshToken = refreshToken
         self.idToken = idToken
+        self.expiresIn = expiresIn
     }
 }
 
@@ -19,11 +22,14 @@ public struct RefreshedTokens: Equatable, Sendable {
     public var accessToken: String?
     public var refreshToken: String?
     public var idToken: String?
+    /// The answer's `expires_in` (seconds from receipt), when present.
+    public var expiresIn: Int64?
 
-    public init(accessToken: String?, refreshToken: String?, idToken: String?) {
+    public init(accessToken: String?, refreshToken: String?, idToken: String?, expiresIn: Int64? = nil) {
         self.accessToken = accessToken
         self.refreshToken = refreshToken
         self.idToken = idToken
+        self.expiresIn = expiresIn
     }
 }
 
@@ -33,8 +39,9 @@ public enum RefreshResult: Equatable, Sendable {
     /// Permanent: `refresh_token_expired`/`_reused`/`_invalidated` (whatever the status), or
     /// `unauthorized` for any other 401. The person must sign in again.
     case rejected(code: String)
-    /// Transient: 5xx, 429, network errors (after retries), or an unusable answer. Try later.
-    case unavailable(reason: String)
+    /// Transient: 5xx, 429, network errors (after retries), or an unusable answer. Try later;
+    /// `retryAfter` is the issuer's own Retry-After (seconds), when it sent one.
+    case unavailable(reason: String, retryAfter: Double? = nil)
 }
 
 /// The start of a device-code sign-in.
@@ -140,7 +147,7 @@ public struct IssuerClient {
         guard Sanitize.isTokenSafe(access), Sanitize.isTokenSafe(refresh), id.map(Sanitize.isTokenSafe) ?? true else {
             throw CredentialError.loginFailed("the issuer sent a token with unsafe characters; nothing was stored")
         }
-        return TokenGrant(accessToken: access, refreshToken: refresh, idToken: id)
+        return TokenGrant(accessToken: access, refreshToken: refresh, idToken: id, expiresIn: Self.expiresIn(json))
     }
 
     // MARK: Device flow
@@ -256,10 +263,12 @@ public struct IssuerClient {
                     return .unavailable(reason: "the issuer sent a token with unsafe characters; nothing was stored")
                 }
             }
-            return .rotated(RefreshedTokens(accessToken: access, refreshToken: refresh, idToken: id))
+            return .rotated(RefreshedTokens(accessToken: access, refreshToken: refresh, idToken: id, expiresIn: Self.expiresIn(json)))
         }
         if response.status == 401 { return .rejected(code: "unauthorized") }
-        if isTransientStatus(response.status) { return .unavailable(reason: statusProblem(response)) }
+        if isTransientStatus(response.status) {
+            return .unavailable(reason: statusProblem(response), retryAfter: RetryPolicy.retryAfterSeconds(response.header("retry-after")))
+        }
         // An issuer that echoes the request back must not get the refresh token into a message.
         return .unavailable(reason: "the issuer refused the refresh (\(describe(response, redacting: [refreshToken])))")
     }
@@ -283,6 +292,13 @@ public struct IssuerClient {
     }
 
     // MARK: Plumbing
+
+    /// `expires_in` as whole seconds (a number or a numeric string), when present and sane.
+    static func expiresIn(_ json: JSONValue) -> Int64? {
+        guard let v = json["expires_in"] else { return nil }
+        let n = v.intValue ?? v.stringValue.flatMap { Int($0) }
+        return n.map(Int64.init)
+    }
 
     /// `refresh_token_expired`/`_reused`/`_invalidated` when the body carries one.
     private func permanentRefreshError(_ response: HTTPResponse) -> String? {

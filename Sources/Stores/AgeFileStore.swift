@@ -89,24 +89,64 @@ public final class AgeFileStore: CredentialStore {
         return identityPath
     }
 
-    private func loginHint(_ profile: Profile) -> String {
-        profile.name == "default" ? "chatgpt-credential login" : "chatgpt-credential --profile \(profile.name) login"
-    }
-
     // MARK: CredentialStore
 
     public func read(_ profile: Profile) throws -> [UInt8]? {
         let dir = try requireDirectory()
         guard try AtomicFile.checkDirectory(dir, create: false) else { return nil }
-        let path = dir + "/" + profile.name + ".age"
+        let path = Paths.encryptedFile(in: dir, for: profile)
         guard let file = try AtomicFile.read(path, maxBytes: AgeFileStore.maxFileBytes) else { return nil }
         return try decrypt(file, path: path, profile: profile)
     }
 
     public func write(_ profile: Profile, secret: [UInt8]) throws {
+        let path = try writablePath(profile)
+        try AtomicFile.replace(path, with: encryptForWrite(secret, at: path, profile: profile))
+    }
+
+    /// Reserves the room a rotated document needs (twice the current file, and at least 16 KiB):
+    /// on a full disk the refresh token is then never spent.
+    public func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite {
+        let path = try writablePath(profile)
+        var st = stat()
+        let current = lstat(path, &st) == 0 ? Int(st.st_size) : 0
+        let room = max(2 * max(current, size + 512), 16 * 1024)
+        return ReservedWrite(store: self, profile: profile, reservation: try AtomicFile.reserve(beside: path, bytes: room))
+    }
+
+    /// dev, inode, size and modification time of the file: an atomic replace always changes the inode.
+    public func version(_ profile: Profile) throws -> [UInt8]? {
+        let dir = try requireDirectory()
+        var st = stat()
+        guard lstat(Paths.encryptedFile(in: dir, for: profile), &st) == 0 else {
+            if errno == ENOENT || errno == ENOTDIR { return nil }
+            throw CredentialError.storeFailure("cannot access \(Paths.encryptedFile(in: dir, for: profile)): \(FileSystem.errorText())")
+        }
+        return Array("\(st.st_dev):\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)".utf8)
+    }
+
+    private final class ReservedWrite: PreparedWrite {
+        let store: AgeFileStore
+        let profile: Profile
+        let reservation: AtomicFile.Reservation
+        init(store: AgeFileStore, profile: Profile, reservation: AtomicFile.Reservation) {
+            self.store = store; self.profile = profile; self.reservation = reservation
+        }
+        func commit(_ secret: [UInt8]) throws {
+            try reservation.commit(store.encryptForWrite(secret, at: reservation.path, profile: profile))
+        }
+    }
+
+    /// The profile's file path, its directory made (0700) and checked.
+    private func writablePath(_ profile: Profile) throws -> String {
         let dir = try requireDirectory()
         try AtomicFile.checkDirectory(dir, create: true)
-        let path = dir + "/" + profile.name + ".age"
+        return Paths.encryptedFile(in: dir, for: profile)
+    }
+
+    /// `secret` encrypted for the file at `path`: to the passphrase when passphrase mode applies,
+    /// else to the identity (created on first use).
+    private func encryptForWrite(_ secret: [UInt8], at path: String, profile: Profile) throws -> [UInt8] {
         // Also refuses a symlink or a loose file at the path before anything changes.
         let existing = try AtomicFile.read(path, maxBytes: AgeFileStore.maxFileBytes)
         let existingHeader = existing.flatMap { try? AgeHeader.parse($0) }
@@ -118,14 +158,14 @@ public final class AgeFileStore: CredentialStore {
         } else {
             recipient = try loadOrCreateIdentity().recipient
         }
-        try AtomicFile.replace(path, with: AgeFile.encrypt(secret, to: [recipient]))
+        return AgeFile.encrypt(secret, to: [recipient])
     }
 
     @discardableResult
     public func delete(_ profile: Profile) throws -> Bool {
         let dir = try requireDirectory()
         guard try AtomicFile.checkDirectory(dir, create: false) else { return false }
-        return try AtomicFile.remove(dir + "/" + profile.name + ".age")
+        return try AtomicFile.remove(Paths.encryptedFile(in: dir, for: profile))
     }
 
     public func profiles() throws -> [String] {
@@ -150,7 +190,7 @@ public final class AgeFileStore: CredentialStore {
     // MARK: decryption
 
     private func decrypt(_ file: [UInt8], path: String, profile: Profile) throws -> [UInt8] {
-        let recovery = "restore the right key, or remove \(path) and sign in again: \(loginHint(profile))"
+        let recovery = "restore the right key, or \(profile.removeDamagedHint)"
         let header: AgeHeader
         do { header = try AgeHeader.parse(file) } catch let e as AgeError {
             throw e.credentialError(path: path, keyHint: "", recovery: recovery)
@@ -165,7 +205,7 @@ public final class AgeFileStore: CredentialStore {
                 if e == .noMatch, passphraseFile == nil { passphrase = nil }
                 let source = passphraseFile.map { "the passphrase in \($0)" } ?? "the passphrase entered"
                 throw e.credentialError(path: path, keyHint: source,
-                                        recovery: "check the passphrase, or remove \(path) and sign in again: \(loginHint(profile))")
+                                        recovery: "check the passphrase, or \(profile.removeDamagedHint)")
             }
         }
         let idPath = try requireIdentityPath()
@@ -245,7 +285,7 @@ public final class AgeFileStore: CredentialStore {
         if let existing {
             do { _ = try AgeFile.decrypt(existing, identities: [ScryptIdentity(passphrase: p)]) } catch AgeError.noMatch {
                 Memory.wipe(&p)
-                throw CredentialError.wrongKey("wrong passphrase for \(path); try again, or remove it and sign in again: \(loginHint(profile))")
+                throw CredentialError.wrongKey("wrong passphrase for \(path); try again, or remove it and sign in again: \(profile.loginCommand)")
             } catch {
                 // A damaged file is being replaced anyway; the passphrase could not be checked.
             }

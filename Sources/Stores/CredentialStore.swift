@@ -4,7 +4,9 @@ import Secrets
 
 /// Where tokens live. Each store keeps one opaque secret (the serialized `TokenDocument`) per
 /// profile; parsing and policy live above it. Stores report typed `CredentialError`s:
-/// `keyringLocked`, `storeUnavailable`, `storeCorrupt`, `wrongKey`, `permissionsTooOpen`, `storeFailure`.
+/// `keyringLocked`, `storeUnavailable` (not there at all), `storeNotAnswering` (there, but past its
+/// deadline), `storeCorrupt`, `wrongKey`, `permissionsTooOpen`, `storeFailure`.
+/// Only `Credentials.CredentialOwner` changes what a store holds.
 public protocol CredentialStore: AnyObject {
     var kind: StoreKind { get }
     /// Human-readable location for messages, e.g. "the Secret Service" or a file path.
@@ -18,6 +20,20 @@ public protocol CredentialStore: AnyObject {
     @discardableResult func delete(_ profile: Profile) throws -> Bool
     /// Every profile this store holds something for.
     func profiles() throws -> [String]
+    /// Makes sure a secret of about `size` bytes can be written for the profile right now, before
+    /// anything irreversible happens (SPEC "Reserve before spend"): the file store reserves the
+    /// room, the Secret Service must answer and be unlocked. Throws what a write would throw.
+    func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite
+    /// An opaque value that changes whenever the profile's stored secret changes, or nil when
+    /// nothing is stored; cheap (no decryption), so a writer can tell that what it read under the
+    /// lock is still what is there.
+    func version(_ profile: Profile) throws -> [UInt8]?
+}
+
+/// A write a store has made sure of (`CredentialStore.prepareWrite`). Dropped unused, it
+/// releases whatever it held.
+public protocol PreparedWrite: AnyObject {
+    func commit(_ secret: [UInt8]) throws
 }
 
 public enum StoreKind: String, Sendable, CaseIterable {
@@ -36,12 +52,19 @@ extension CredentialStore {
     public func load(_ profile: Profile) throws -> TokenDocument? {
         guard var bytes = try read(profile) else { return nil }
         defer { Memory.wipe(&bytes) }
-        return try TokenDocument.parse(bytes, origin: location(for: profile))
+        return try TokenDocument.parse(bytes, origin: location(for: profile), profile: profile)
     }
 
     public func save(_ document: TokenDocument, for profile: Profile) throws {
         var bytes = document.serialized()
         defer { Memory.wipe(&bytes) }
         try write(profile, secret: bytes)
+    }
+
+    /// Saves through a `prepareWrite` reservation.
+    public func save(_ document: TokenDocument, through prepared: PreparedWrite) throws {
+        var bytes = document.serialized()
+        defer { Memory.wipe(&bytes) }
+        try prepared.commit(bytes)
     }
 }

@@ -108,13 +108,7 @@ public final class SecretServiceStore: CredentialStore {
                 }
                 // A new item: refuse up front when the default collection is locked (storing would try
                 // an unlock prompt that a headless session cannot show).
-                if let collection = ccred_secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT, SECRET_COLLECTION_NONE, cancellable, &error) {
-                    let locked = ccred_secret_collection_get_locked(collection) != 0
-                    ccred_g_object_unref(collection)
-                    if locked { throw CredentialError.keyringLocked(Self.lockedMessage) }
-                } else if error != nil {
-                    throw Self.map(error, doing: "find the default keyring")
-                }
+                try Self.refuseLockedDefaultCollection(service, cancellable)
                 // schema NULL: no xdg:schema attribute, the attributes are exactly ours.
                 guard ccred_secret_service_store_sync(service, nil, attributes, SECRET_COLLECTION_DEFAULT, label, value, cancellable, &error) != 0 else {
                     throw Self.map(error, doing: "store the credential")
@@ -129,6 +123,8 @@ public final class SecretServiceStore: CredentialStore {
             try Self.withItemsUnlessLocked(profile, service, cancellable) { _, found in
                 var error: UnsafeMutablePointer<GError>?
                 for item in found where ccred_secret_item_delete_sync(item, cancellable, &error) == 0 {
+                    // Removed by someone else since the search (a concurrent erase): gone is gone.
+                    if Self.isNoSuchObject(error) { ccred_g_error_free(error); error = nil; continue }
                     throw Self.map(error, doing: "delete the stored credential")
                 }
                 return !found.isEmpty
@@ -157,6 +153,32 @@ public final class SecretServiceStore: CredentialStore {
             }
             return names.sorted()
         }
+    }
+
+    /// The Secret Service must answer, and the profile's items (or, for a new item, the default
+    /// collection) must be unlocked, before a refresh token is spent for a write here.
+    public func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite {
+        try perform { service, cancellable in
+            try Self.withItemsUnlessLocked(profile, service, cancellable) { _, found in
+                guard found.isEmpty else { return }
+                try Self.refuseLockedDefaultCollection(service, cancellable)
+            }
+        }
+        return DirectWrite(store: self, profile: profile)
+    }
+
+    /// SHA-256 of the stored secret (one SearchItems and one GetSecrets).
+    public func version(_ profile: Profile) throws -> [UInt8]? {
+        guard var secret = try read(profile) else { return nil }
+        defer { Memory.wipe(&secret) }
+        return Sodium.sha256(secret)
+    }
+
+    private final class DirectWrite: PreparedWrite {
+        let store: SecretServiceStore
+        let profile: Profile
+        init(store: SecretServiceStore, profile: Profile) { self.store = store; self.profile = profile }
+        func commit(_ secret: [UInt8]) throws { try store.write(profile, secret: secret) }
     }
 
     // MARK: Probe
@@ -262,7 +284,7 @@ public final class SecretServiceStore: CredentialStore {
     private static let cancelledMarker = "\u{1}cancelled"
 
     private static func timeoutError(_ seconds: Double) -> CredentialError {
-        .storeUnavailable("the Secret Service did not answer within \(Deadline.describe(seconds)); check that the keyring daemon (gnome-keyring, KeePassXC) is running and responsive, or use --store file")
+        .storeNotAnswering("the Secret Service did not answer within \(Deadline.describe(seconds)); check that the keyring daemon (gnome-keyring, KeePassXC) is running and responsive, or use --store file")
     }
 
     private static func openService(_ cancellable: UnsafeMutablePointer<GCancellable>) throws -> UnsafeMutablePointer<SecretService> {
@@ -292,11 +314,16 @@ public final class SecretServiceStore: CredentialStore {
         if domain == ccred_secret_error_quark() && code == Int32(SECRET_ERROR_IS_LOCKED.rawValue) {
             return .keyringLocked(lockedMessage)
         }
-        let unavailableDBus: [GDBusError] = [G_DBUS_ERROR_SERVICE_UNKNOWN, G_DBUS_ERROR_NAME_HAS_NO_OWNER, G_DBUS_ERROR_NO_REPLY,
-                                             G_DBUS_ERROR_TIMEOUT, G_DBUS_ERROR_TIMED_OUT, G_DBUS_ERROR_DISCONNECTED,
+        // A service that is there but lets a call run out of time did not answer: exit 5, never "not found".
+        let silentDBus: [GDBusError] = [G_DBUS_ERROR_NO_REPLY, G_DBUS_ERROR_TIMEOUT, G_DBUS_ERROR_TIMED_OUT]
+        if (domain == ccred_dbus_error_quark() && silentDBus.contains(where: { Int32($0.rawValue) == code })) ||
+            (domain == ccred_io_error_quark() && code == Int32(G_IO_ERROR_TIMED_OUT.rawValue)) {
+            return .storeNotAnswering("the Secret Service did not answer (\(text)); check that the keyring daemon (gnome-keyring, KeePassXC) is running and responsive, or use --store file")
+        }
+        let unavailableDBus: [GDBusError] = [G_DBUS_ERROR_SERVICE_UNKNOWN, G_DBUS_ERROR_NAME_HAS_NO_OWNER, G_DBUS_ERROR_DISCONNECTED,
                                              G_DBUS_ERROR_NO_SERVER, G_DBUS_ERROR_SPAWN_EXEC_FAILED, G_DBUS_ERROR_SPAWN_FAILED,
                                              G_DBUS_ERROR_SPAWN_CHILD_EXITED, G_DBUS_ERROR_UNKNOWN_METHOD, G_DBUS_ERROR_UNKNOWN_OBJECT]
-        let unavailableIO: [GIOErrorEnum] = [G_IO_ERROR_TIMED_OUT, G_IO_ERROR_CLOSED, G_IO_ERROR_CONNECTION_REFUSED,
+        let unavailableIO: [GIOErrorEnum] = [G_IO_ERROR_CLOSED, G_IO_ERROR_CONNECTION_REFUSED,
                                              G_IO_ERROR_NOT_FOUND, G_IO_ERROR_BROKEN_PIPE, G_IO_ERROR_CONNECTION_CLOSED,
                                              G_IO_ERROR_DBUS_ERROR]
         if (domain == ccred_dbus_error_quark() && unavailableDBus.contains(where: { Int32($0.rawValue) == code })) ||
@@ -304,6 +331,26 @@ public final class SecretServiceStore: CredentialStore {
             return .storeUnavailable("the Secret Service is not reachable (\(text)); start a keyring daemon (gnome-keyring, KeePassXC) or use --store file")
         }
         return .storeFailure("the Secret Service could not \(what): \(text)")
+    }
+
+    /// Throws `keyringLocked` when the default collection is locked (a new item would need an
+    /// unlock prompt that a headless session cannot show).
+    private static func refuseLockedDefaultCollection(_ service: UnsafeMutablePointer<SecretService>,
+                                                      _ cancellable: UnsafeMutablePointer<GCancellable>) throws {
+        var error: UnsafeMutablePointer<GError>?
+        if let collection = ccred_secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT, SECRET_COLLECTION_NONE, cancellable, &error) {
+            let locked = ccred_secret_collection_get_locked(collection) != 0
+            ccred_g_object_unref(collection)
+            if locked { throw CredentialError.keyringLocked(lockedMessage) }
+        } else if error != nil {
+            throw map(error, doing: "find the default keyring")
+        }
+    }
+
+    /// True for libsecret's "No such secret item" (the object went away).
+    private static func isNoSuchObject(_ error: UnsafeMutablePointer<GError>?) -> Bool {
+        guard let error else { return false }
+        return error.pointee.domain == ccred_secret_error_quark() && error.pointee.code == Int32(SECRET_ERROR_NO_SUCH_OBJECT.rawValue)
     }
 
     /// Attributes for one profile; the caller owns the table.

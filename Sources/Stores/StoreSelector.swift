@@ -1,5 +1,4 @@
 import CredentialCore
-import Age
 import Secrets
 
 /// What a quick look at the Secret Service found.
@@ -9,10 +8,23 @@ public enum SecretServiceAvailability: Equatable, Sendable {
     case unavailable(String)
 }
 
+/// A profile's credential as found in one store.
+public struct LocatedCredential {
+    public let store: CredentialStore
+    public var document: TokenDocument
+
+    public init(store: CredentialStore, document: TokenDocument) {
+        self.store = store
+        self.document = document
+    }
+}
+
 /// Picks the store for a profile (SPEC "Stores", auto). Reading under `auto` looks at the
 /// encrypted file first — one stat — and otherwise asks the Secret Service, so `get` finds the
 /// credential wherever `login` put it and never consults a stale copy in the other store.
-/// A locked keyring with no file for the profile is reported as locked, never as "not signed in".
+/// A locked keyring with no file for the profile is reported as locked, and a Secret Service that
+/// does not answer in time as not answering: never as "not signed in". Only a Secret Service
+/// that is not there at all (no bus, nobody owning the name) reads as "no credential" under auto.
 public final class StoreSelector {
     public let choice: StoreChoice
     private let makeSecretService: () -> CredentialStore
@@ -35,20 +47,20 @@ public final class StoreSelector {
     }
 
     /// The store holding the profile's credential and the document, or nil when none holds it.
-    public func locate(_ profile: Profile) throws -> (store: CredentialStore, document: TokenDocument)? {
+    public func locate(_ profile: Profile) throws -> LocatedCredential? {
         switch choice {
         case .secretService:
-            return try secretService.load(profile).map { (secretService, $0) }
+            return try secretService.load(profile).map { LocatedCredential(store: secretService, document: $0) }
         case .file:
-            return try file.load(profile).map { (file, $0) }
+            return try file.load(profile).map { LocatedCredential(store: file, document: $0) }
         case .auto:
             if fileHolds(profile) {
-                return try file.load(profile).map { (file, $0) }
+                return try file.load(profile).map { LocatedCredential(store: file, document: $0) }
             }
             do {
-                return try secretService.load(profile).map { (secretService, $0) }
+                return try secretService.load(profile).map { LocatedCredential(store: secretService, document: $0) }
             } catch CredentialError.storeUnavailable {
-                return nil // no Secret Service and no file: simply not signed in
+                return nil // no Secret Service at all and no file: simply not signed in
             }
         }
     }
@@ -69,17 +81,35 @@ public final class StoreSelector {
         }
     }
 
-    /// Under `auto`, the stores other than `store` that may still hold an older copy; cleared
-    /// after a login so that no stale single-use refresh token is left behind.
-    public func others(than store: CredentialStore) -> [CredentialStore] {
-        guard choice == .auto else { return [] }
-        return store === file ? [secretService] : [file]
+    /// The other store: after a write to `store`, the profile's copy there is removed (explicit
+    /// `--store` too), so `auto` never serves a stale copy.
+    public func counterpart(of store: CredentialStore) -> CredentialStore {
+        store === file ? secretService : file
+    }
+
+    /// Under `auto`, where a rotated document goes when saving it to `store` failed after the
+    /// issuer already rotated (SPEC "Reserve before spend"); nil for an explicit store.
+    public func fallback(for store: CredentialStore) -> CredentialStore? {
+        choice == .auto ? counterpart(of: store) : nil
+    }
+
+    /// Every store that may hold a copy of a profile, in the order `erase` removes them.
+    public var allStores: [CredentialStore] { [secretService, file] }
+
+    /// The store an explicit `--store` names; nil under `auto`. It not being there at all is an
+    /// error, where under `auto` it only means "no copy there".
+    public var chosen: CredentialStore? {
+        switch choice {
+        case .auto: return nil
+        case .secretService: return secretService
+        case .file: return file
+        }
     }
 
     /// Profiles found in the stores this choice reaches, with the store each is in.
-    public func allProfiles() -> (found: [(String, StoreKind)], problems: [String]) {
+    public func allProfiles() -> (found: [(String, StoreKind)], problems: [CredentialError]) {
         var found: [(String, StoreKind)] = []
-        var problems: [String] = []
+        var problems: [CredentialError] = []
         let stores: [CredentialStore]
         switch choice {
         case .auto: stores = [secretService, file]
@@ -92,9 +122,9 @@ public final class StoreSelector {
             } catch CredentialError.storeUnavailable(_) where choice == .auto {
                 continue // auto without a Secret Service: the file store is the only one
             } catch let e as CredentialError {
-                problems.append("\(s.kind.rawValue): \(e.message)")
+                problems.append(e)
             } catch {
-                problems.append("\(s.kind.rawValue): \(error)")
+                problems.append(.storeFailure("\(s.kind.rawValue): \(error)"))
             }
         }
         return (found, problems)

@@ -8,8 +8,17 @@ import Glibc
 
 /// stdout/stderr/stdin of this process.
 final class StandardConsole: Console {
-    func out(_ text: String) { writeAll(1, Array(text.utf8)) }
-    func err(_ line: String) { writeAll(2, Array((line + "\n").utf8)) }
+    /// stdout was closed when the process started (`>&-`); fd 1 is held by /dev/null.
+    let stdoutClosed: Bool
+    init(stdoutClosed: Bool) { self.stdoutClosed = stdoutClosed }
+
+    func out(_ text: String) throws {
+        if stdoutClosed { throw CredentialError.failure("cannot write to standard output: it is closed") }
+        if let e = writeAll(1, Array(text.utf8)) {
+            throw CredentialError.failure("cannot write to standard output: \(String(cString: strerror(e)))")
+        }
+    }
+    func err(_ line: String) { _ = writeAll(2, Array((line + "\n").utf8)) }
 
     func readInput(limit: Int) throws -> [UInt8] {
         var data: [UInt8] = []
@@ -44,14 +53,25 @@ final class StandardConsole: Console {
     var stdinIsTerminal: Bool { isatty(0) == 1 }
     var stderrIsTerminal: Bool { isatty(2) == 1 }
 
-    private func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+    /// nil when every byte was written, else the errno that stopped it.
+    private func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32? {
         var off = 0
         while off < bytes.count {
             let n = bytes[off...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            if n < 0 { if errno == EINTR { continue }; return }
+            if n < 0 { if errno == EINTR { continue }; return errno }
             off += n
         }
+        return nil
     }
+}
+
+// A standard descriptor closed by the caller (`>&-`) must not be handed out again by the next
+// open(): a lock file or the D-Bus socket would receive the answer. Each is held by /dev/null,
+// and a closed stdout is remembered so that the answer fails (exit 1) instead of vanishing.
+var stdoutClosed = false
+for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
+    _ = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) // the lowest free descriptor: this one
+    if fd == 1 { stdoutClosed = true }
 }
 
 // Secrets must never land in a core file: no dumps, not ptrace-attachable by other users.
@@ -67,7 +87,7 @@ while let entry = envp.pointee {
     envp += 1
 }
 
-let console = StandardConsole()
+let console = StandardConsole(stdoutClosed: stdoutClosed)
 let invocation: Invocation
 do {
     invocation = try ArgumentParser.parse(CommandLine.arguments, environment: environment)

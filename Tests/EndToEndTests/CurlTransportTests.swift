@@ -108,7 +108,7 @@ import Testing
         policy.baseDelay = 0.1
         let start = Date()
         let result = try client(issuer, total: 1, retry: policy).refresh(refreshToken: seeded.refreshToken)
-        guard case .unavailable(let reason) = result else { Issue.record("\(result)"); return }
+        guard case .unavailable(let reason, _) = result else { Issue.record("\(result)"); return }
         #expect(reason.contains("in time"))
         #expect(Date().timeIntervalSince(start) < 8)
         #expect(try issuer.counter("refresh_success") == 0)
@@ -135,7 +135,7 @@ import Testing
         try issuer.configure(["faults": [["huge": 10 << 20]]])
         let seeded = try issuer.seed()
         let result = try client(issuer, retry: .standard).refresh(refreshToken: seeded.refreshToken)
-        guard case .unavailable(let reason) = result else { Issue.record("\(result)"); return }
+        guard case .unavailable(let reason, _) = result else { Issue.record("\(result)"); return }
         #expect(reason.contains("larger than"))
         #expect(try issuer.counter("refresh_requests") == 1, "a too-large answer is not retried")
     }
@@ -144,7 +144,7 @@ import Testing
         let issuer = try TestIssuer()
         try issuer.configure(["faults": [["html": true]]])
         let seeded = try issuer.seed()
-        guard case .unavailable(let reason) = try client(issuer).refresh(refreshToken: seeded.refreshToken) else {
+        guard case .unavailable(let reason, _) = try client(issuer).refresh(refreshToken: seeded.refreshToken) else {
             Issue.record("HTML accepted"); return
         }
         #expect(reason.contains("HTML"))

@@ -115,6 +115,19 @@ import Glibc
         #expect(unknown.stdout.hasPrefix("unknown verb 'frobnicate'"))
     }
 
+    /// A credential imported from Codex's auth.json is erased but not revoked: Codex may still
+    /// use the same session (SPEC `erase`), and erase says so.
+    @Test func logoutOfACodexImportDoesNotRevoke() throws {
+        let issuer = try TestIssuer()
+        let sb = Sandbox()
+        _ = try sb.signIn(issuer, codex: true)
+        let erase = docker(sb, "erase", "https://chatgpt.com")
+        #expect(erase.status == 0, "\(erase.stdout) \(erase.stderr)")
+        #expect(erase.stderr.contains("the refresh token was not revoked: it came from Codex"), "\(erase.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: sb.credentialFile))
+        #expect(try issuer.counter("revocations") == 0)
+    }
+
     // MARK: a real client library
 
     /// Runs a short python3 program against the helper on PATH through dockerpycreds; it prints

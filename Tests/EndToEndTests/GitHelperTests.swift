@@ -197,7 +197,10 @@ import Glibc
         #expect(!direct.signaled && direct.status != 0)
         #expect(direct.stdoutBytes.isEmpty)
 
-        // A permanent rejection: exit 3 from the helper, no output, the credential kept.
+        // A permanent rejection: exit 3 from the helper, no output, the credential kept. (The
+        // poisoned answer was a transient failure, shared with later calls for a while: forgotten
+        // here so the next call reaches the issuer.)
+        sb.forgetSharedBackoff()
         try issuer.configure(["poison": NSNull(),
                               "faults": [["status": 401, "body": ["error": ["code": "refresh_token_expired"]]]]])
         let before = sb.fileBytes(sb.credentialFile)

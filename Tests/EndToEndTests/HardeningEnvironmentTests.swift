@@ -188,7 +188,7 @@ import Glibc
         }
         let t = try issuer.seed()
         #expect(s.run(["store"], stdin: t.storeJSON).status == 0)
-        #expect(Hostile.listing(s.dataDir) == (["default.age", "default.lock"] + kept).sorted())
+        #expect(Hostile.listing(s.dataDir) == (["default.age"] + kept).sorted())
         // The identity's directory is swept only when a key is written; the credential's was.
         #expect(Hostile.listing(s.configDir).contains(stale[1]))
     }
@@ -216,7 +216,7 @@ import Glibc
         #expect(st.status == 5, "\(st.stderr)")
         #expect(st.stderr.contains(expected))
         #expect(FileManager.default.contents(atPath: s.credentialPath()) == before) // untouched
-        #expect(Hostile.listing(s.dataDir).sorted() == ["default.age", "default.lock"])
+        #expect(Hostile.listing(s.dataDir).sorted() == ["default.age"])
         _ = t
     }
 
@@ -243,7 +243,7 @@ import Glibc
         let issuer = try TestIssuer()
         let s = Sandbox(bus: .none, store: "file")
         let t = try s.storeSeeded(issuer, ["expires_in": -10])
-        let lock = s.dataDir + "/default.lock"
+        let lock = s.lockFile()
         unlink(lock)
         // Left behind by a process that died: the file exists, nobody holds the flock.
         #expect(FileManager.default.createFile(atPath: lock, contents: Data((kind == "garbage" ? "pid 999999\n" : "").utf8),
@@ -261,7 +261,7 @@ import Glibc
         let issuer = try TestIssuer()
         let s = Sandbox(bus: .none, store: "file")
         let t = try s.storeSeeded(issuer, ["expires_in": 3600]) // expiring only for --min-ttl 4000
-        let lock = s.dataDir + "/default.lock"
+        let lock = s.lockFile()
         unlink(lock)
         #expect(mkfifo(lock, 0o600) == 0)
         let started = Date()

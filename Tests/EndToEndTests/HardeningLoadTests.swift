@@ -32,30 +32,32 @@ import Glibc
         #expect(Hostile.openFDs(issuer.pid) <= fdsBefore + 2)
     }
 
-    /// 20 rounds of 50 concurrent `get`s, each round across a refresh: the round's --min-ttl is
-    /// beyond what the stored token has left but within a fresh one's lifetime (the issuer hands
-    /// out ever longer lifetimes), so every round needs exactly one rotation. Zero reuses, zero
-    /// failed calls, one answer per round, and no growth in descriptors or files.
+    /// 20 rounds of 50 concurrent `get`s, each round across a refresh: before each round git
+    /// reports the current access token as rejected (`erase`), so the stored one is dropped and
+    /// every round needs exactly one rotation — however soon after the last one (a dropped token
+    /// is never held back by the 60 s no-refresh-loop guard). Zero reuses, zero failed calls, one
+    /// answer per round, and no growth in descriptors or files.
     @Test func concurrentRoundsAcrossRefreshes() throws {
         let issuer = try TestIssuer()
         let s = Sandbox(bus: .none, store: "file")
-        try s.storeSeeded(issuer, ["expires_in": 1000])
+        var current = try s.storeSeeded(issuer, ["expires_in": 1000]).accessToken
         let filesBefore = Hostile.listing(s.dataDir)
         var fdsBefore = 0
         let started = Date()
         let rounds = 20
         for round in 1...rounds {
-            let lifetime = 1000 + 100 * round
-            try issuer.configure(["token_lifetime": lifetime])
+            let rejected = s.run(["--protocol", "git", "erase"], stdin: "protocol=https\nhost=chatgpt.com\npassword=\(current)\n\n")
+            #expect(rejected.status == 0, "round \(round): \(rejected.stderr)")
             let env = s.env
             let results = concurrentRuns(50) {
-                Harness.run(Harness.binary, ["get", "--min-ttl", "\(lifetime - 50)"], env: env, timeout: 60)
+                Harness.run(Harness.binary, ["get"], env: env, timeout: 60)
             }
             let failed = results.filter { $0.status != 0 }
             #expect(failed.isEmpty, "round \(round): \(failed.map(\.stderr))")
             #expect(Set(results.map(\.stdout)).count == 1, "round \(round) printed different tokens")
             #expect(try issuer.counter("refresh_success") == round, "round \(round)")
             #expect(try s.storedDocument()?["access_token"] as? String == results[0].stdout.trimmingCharacters(in: .newlines))
+            current = results[0].stdout.trimmingCharacters(in: .newlines)
             if round == 1 { fdsBefore = Hostile.openFDs(issuer.pid) }
             if !failed.isEmpty { break }
         }

@@ -88,6 +88,14 @@ import Glibc
             let r = s.run(["get", "-v"])
             #expect(r.status == 4, "\(r.stderr)")
             check(r, "get")
+            // The failure is shared (SPEC "Refresh"): a get right after it uses the recorded outcome,
+            // whose text is stripped as well, without asking the issuer.
+            let shared = s.run(["get", "-v"])
+            #expect(shared.status == 4, "\(shared.stderr)")
+            #expect(shared.stderr.contains("the issuer is not asked again for"), "\(shared.stderr)")
+            check(shared, "get after a shared failure")
+            // Forget the shared outcome so the next round reaches the next fault.
+            s.forgetSharedBackoff()
         }
         #expect(try issuer.counter("faults_served") == 2)
     }

@@ -130,7 +130,8 @@ import Glibc
     @Test func waitingForAnotherProcessTimesOutWithExit4() throws {
         let w = try world(expiresIn: -10)
         // Another process holds the profile's lock (flock on the lock file).
-        let lockPath = w.sandbox.dataDir + "/\(w.profile).lock"
+        let lockPath = w.sandbox.lockFile(w.profile)
+        mkdir(w.sandbox.lockDir, 0o700)
         let fd = open(lockPath, O_RDWR | O_CREAT, 0o600)
         #expect(fd >= 0)
         #expect(flock(fd, LOCK_EX) == 0)

@@ -152,7 +152,7 @@ struct SecretServiceStoreTests {
             if op == "probe" {
                 #expect(child.result.hasPrefix("probe unavailable ") && child.result.contains("did not answer within 1 s"), "\(child.result)")
             } else {
-                #expect(child.result.hasPrefix("error 5 storeUnavailable ") && child.result.contains("did not answer within 1 s"), "\(op): \(child.result)")
+                #expect(child.result.hasPrefix("error 5 storeNotAnswering ") && child.result.contains("did not answer within 1 s"), "\(op): \(child.result)")
             }
             #expect(child.ms >= 900 && child.ms < 1500, "\(op) took \(child.ms) ms with a 1 s deadline")
         }

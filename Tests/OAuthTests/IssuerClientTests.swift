@@ -189,7 +189,7 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
 
     @Test func otherClientErrorsAreNotPermanent() throws {
         let (client, t) = try makeClient([.json(400, #"{"error":"invalid_request","error_description":"bad\u001b[2J"}"#)])
-        guard case .unavailable(let reason) = client.refresh(refreshToken: "rt") else { Issue.record("not unavailable"); return }
+        guard case .unavailable(let reason, _) = client.refresh(refreshToken: "rt") else { Issue.record("not unavailable"); return }
         #expect(reason.contains("HTTP 400") && reason.contains("invalid_request"))
         #expect(!reason.unicodeScalars.contains { $0.value == 0x1b }, "vendor text is sanitized")
         #expect(t.requests.count == 1)
@@ -227,7 +227,7 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
     @Test func retryAfterBeyondTheBoundGivesUp() throws {
         let time = FakeTime()
         let (client, t) = try makeClient([.json(429, "{}", headers: ["Retry-After": "3600"])], time: time)
-        #expect(client.refresh(refreshToken: "rt") == .unavailable(reason: "the issuer is rate limiting requests (HTTP 429)"))
+        #expect(client.refresh(refreshToken: "rt") == .unavailable(reason: "the issuer is rate limiting requests (HTTP 429)", retryAfter: 3600))
         #expect(time.sleeps.isEmpty)
         #expect(t.requests.count == 1)
     }
@@ -254,7 +254,7 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
     @Test func nonTransientNetworkErrorsAreNotRetried() throws {
         let time = FakeTime()
         let (client, t) = try makeClient([.fail(TransportError(.tls, "certificate verify failed"))], time: time)
-        guard case .unavailable(let reason) = client.refresh(refreshToken: "rt") else { Issue.record("wrong result"); return }
+        guard case .unavailable(let reason, _) = client.refresh(refreshToken: "rt") else { Issue.record("wrong result"); return }
         #expect(reason.contains("certificate"))
         #expect(t.requests.count == 1)
         // and a plain CredentialError.temporary from a simple transport is retried
@@ -266,18 +266,18 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
     @Test func htmlBodyIsAClearError() throws {
         let (client, _) = try makeClient([.respond(HTTPResponse(status: 200, headers: ["Content-Type": "text/html"],
                                                                 text: "<html><body>Just a moment</body></html>"))])
-        guard case .unavailable(let reason) = client.refresh(refreshToken: "rt") else { Issue.record("accepted HTML"); return }
+        guard case .unavailable(let reason, _) = client.refresh(refreshToken: "rt") else { Issue.record("accepted HTML"); return }
         #expect(reason.contains("HTML"))
         // HTML without a content type, too
         let (c2, _) = try makeClient([.respond(HTTPResponse(status: 200, text: "  <!DOCTYPE html><html>"))])
-        guard case .unavailable(let r2) = c2.refresh(refreshToken: "rt") else { Issue.record("accepted HTML"); return }
+        guard case .unavailable(let r2, _) = c2.refresh(refreshToken: "rt") else { Issue.record("accepted HTML"); return }
         #expect(r2.contains("HTML"))
     }
 
     @Test func hugeBodyIsRefused() throws {
         let big = #"{"access_token":""# + String(repeating: "a", count: 10 << 20) + #""}"#
         let (client, _) = try makeClient([.json(200, big)])
-        guard case .unavailable(let reason) = client.refresh(refreshToken: "rt") else { Issue.record("accepted 10 MB"); return }
+        guard case .unavailable(let reason, _) = client.refresh(refreshToken: "rt") else { Issue.record("accepted 10 MB"); return }
         #expect(reason.contains("larger than"))
         // The transport's own refusal maps to unavailable as well, without retries.
         let (c2, t2) = try makeClient([.fail(TransportError(.tooLarge, "response larger than 262144 bytes"))])
@@ -301,7 +301,7 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
 
     @Test func notJSON() throws {
         let (client, _) = try makeClient([.json(200, "access_token=abc")])
-        guard case .unavailable(let r) = client.refresh(refreshToken: "rt") else { Issue.record("accepted"); return }
+        guard case .unavailable(let r, _) = client.refresh(refreshToken: "rt") else { Issue.record("accepted"); return }
         #expect(r.contains("not a JSON object"))
     }
 

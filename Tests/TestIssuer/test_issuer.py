@@ -61,6 +61,7 @@ DEFAULT_CONFIG = {
     "omit_in_refresh": [],           # fields left out of refresh answers, e.g. ["id_token"]
     "authorize_error": None,         # e.g. "access_denied": /authorize redirects with error=
     "refresh_delay": 0,              # seconds every refresh grant waits before answering
+    "clock_offset": 0,               # seconds the issuer's clock is ahead of ours (iat/exp; negative: behind)
     "abandon_if_disconnected": False,  # after refresh_delay: a client that hung up is not rotated
     "exchange_faults": [],           # the same kind of queue for authorization_code exchanges
     "device_faults": [],             # and for device-token polls
@@ -131,7 +132,7 @@ class Issuer:
     # -- tokens ---------------------------------------------------------------------------------
 
     def jwt(self, claims: dict, lifetime: int, kind: str) -> str:
-        now = int(time.time())
+        now = int(time.time()) + int(self.config.get("clock_offset") or 0)
         payload = {
             "iss": "https://auth.openai.com", "aud": [CLIENT_ID], "sub": claims["user_id"],
             "iat": now, "exp": now + int(lifetime), "jti": secrets.token_hex(8), "typ": kind,

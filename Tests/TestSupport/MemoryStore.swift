@@ -1,25 +1,56 @@
-import OAuth
 import CredentialCore
 import Stores
 
-/// An in-memory store for unit tests and for composing behaviour without I/O.
+/// An in-memory store for unit tests and for composing behaviour without I/O. `locked`,
+/// `notAnswering` and `full` make every call fail the way a real store would.
 public final class MemoryStore: CredentialStore {
     public let kind: StoreKind
     private var items: [String: [UInt8]] = [:]
+    private var writes = 0
     public var locked = false
+    public var notAnswering = false
+    /// Writes fail as on a full disk (reads still work).
+    public var full = false
     public init(kind: StoreKind = .file) { self.kind = kind }
-    public func location(for profile: Profile) -> String { "memory:\(profile.name)" }
-    public func read(_ profile: Profile) throws -> [UInt8]? {
+    public func location(for profile: Profile) -> String { "memory:\(kind.rawValue):\(profile.name)" }
+
+    private func check() throws {
         if locked { throw CredentialError.keyringLocked("the test keyring is locked") }
+        if notAnswering { throw CredentialError.storeNotAnswering("the test keyring did not answer") }
+    }
+
+    public func read(_ profile: Profile) throws -> [UInt8]? {
+        try check()
         return items[profile.name]
     }
     public func write(_ profile: Profile, secret: [UInt8]) throws {
-        if locked { throw CredentialError.keyringLocked("the test keyring is locked") }
+        try check()
+        if full { throw CredentialError.storeFailure("the test store is full") }
         items[profile.name] = secret
+        writes += 1
     }
     public func delete(_ profile: Profile) throws -> Bool {
-        if locked { throw CredentialError.keyringLocked("the test keyring is locked") }
+        try check()
         return items.removeValue(forKey: profile.name) != nil
     }
-    public func profiles() throws -> [String] { items.keys.sorted() }
+    public func profiles() throws -> [String] {
+        try check()
+        return items.keys.sorted()
+    }
+    public func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite {
+        try check()
+        if full { throw CredentialError.storeFailure("the test store has no room") }
+        return Prepared(store: self, profile: profile)
+    }
+    public func version(_ profile: Profile) throws -> [UInt8]? {
+        try check()
+        return items[profile.name].map { _ in Array("\(profile.name):\(writes)".utf8) }
+    }
+
+    private final class Prepared: PreparedWrite {
+        let store: MemoryStore
+        let profile: Profile
+        init(store: MemoryStore, profile: Profile) { self.store = store; self.profile = profile }
+        func commit(_ secret: [UInt8]) throws { try store.write(profile, secret: secret) }
+    }
 }

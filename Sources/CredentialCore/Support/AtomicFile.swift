@@ -106,9 +106,9 @@ public enum AtomicFile {
         if fsync(fd) != 0 && errno != EINVAL { throw CredentialError.storeFailure("cannot sync \(dir): \(FileSystem.errorText())") }
     }
 
-    /// Writes `bytes` to a new 0600 temp file beside `path` (O_CREAT|O_EXCL|O_NOFOLLOW) and
-    /// fsyncs it. Returns the temp path; the caller renames or links it and must unlink it on failure.
-    private static func writeTemp(_ bytes: [UInt8], beside path: String) throws -> String {
+    /// Creates a new 0600 temp file beside `path` (O_CREAT|O_EXCL|O_NOFOLLOW) and returns its
+    /// descriptor and path; the caller writes, renames or unlinks it.
+    private static func openTemp(beside path: String) throws -> (fd: Int32, tmp: String) {
         let (dir, base) = split(path)
         removeStaleTemps(in: dir, base: base)
         var suffix = ""
@@ -116,25 +116,95 @@ public enum AtomicFile {
         let tmp = "\(dir)/.\(base).tmp-\(getpid())-\(suffix)"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw CredentialError.storeFailure("cannot create a file in \(dir): \(FileSystem.errorText())") }
-        var ok = false
-        defer {
-            close(fd)
-            if !ok { unlink(tmp) }
-        }
         // umask can only clear bits, but make the mode exact whatever it is.
-        guard fchmod(fd, 0o600) == 0 else { throw CredentialError.storeFailure("cannot set the mode of \(tmp): \(FileSystem.errorText())") }
+        guard fchmod(fd, 0o600) == 0 else {
+            let e = errno
+            close(fd); unlink(tmp)
+            throw CredentialError.storeFailure("cannot set the mode of \(tmp): \(FileSystem.errorText(e))")
+        }
+        return (fd, tmp)
+    }
+
+    /// Writes all of `bytes` from offset 0, then fsyncs; 0 or the errno that stopped it.
+    private static func writeAndSync(_ fd: Int32, _ bytes: [UInt8]) -> Int32 {
         var written = 0
         while written < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, bytes.count - written) }
+            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, bytes.count - written, off_t(written)) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw CredentialError.storeFailure("cannot write \(path): \(FileSystem.errorText()); check free space in \(dir)")
+                return errno
             }
             written += n
         }
-        guard fsync(fd) == 0 else { throw CredentialError.storeFailure("cannot write \(path): \(FileSystem.errorText()); check free space in \(dir)") }
-        ok = true
+        return fsync(fd) == 0 ? 0 : errno
+    }
+
+    /// `writeAndSync`, with an error that names `path` and asks for space in its directory.
+    private static func writeAll(_ fd: Int32, _ bytes: [UInt8], for path: String) throws {
+        let e = writeAndSync(fd, bytes)
+        guard e == 0 else {
+            throw CredentialError.storeFailure("cannot write \(path): \(FileSystem.errorText(e)); check free space in \(split(path).dir)")
+        }
+    }
+
+    /// Writes `bytes` to a new 0600 temp file beside `path` and fsyncs it. Returns the temp path;
+    /// the caller renames or links it and must unlink it on failure.
+    private static func writeTemp(_ bytes: [UInt8], beside path: String) throws -> String {
+        let (fd, tmp) = try openTemp(beside: path)
+        defer { close(fd) }
+        do { try writeAll(fd, bytes, for: path) } catch { unlink(tmp); throw error }
         return tmp
+    }
+
+    /// Room for one replacement of `path`, taken before anything irreversible happens (a refresh
+    /// token is spent only once the rotated document is sure to fit): a temp file beside `path`
+    /// already holding `bytes` bytes, fsynced, so the blocks are really allocated (on tmpfs too).
+    /// `commit` overwrites it with the real content and renames it over `path`; dropped unused,
+    /// it is unlinked.
+    package final class Reservation {
+        package let path: String
+        package let size: Int
+        private var fd: Int32
+        private let tmp: String
+
+        fileprivate init(path: String, size: Int, fd: Int32, tmp: String) {
+            self.path = path; self.size = size; self.fd = fd; self.tmp = tmp
+        }
+
+        /// Replaces `path` with `bytes` through the reserved file (atomically, as `replace` does).
+        package func commit(_ bytes: [UInt8]) throws {
+            guard fd >= 0 else { throw CredentialError.storeFailure("the reservation for \(path) was already used") }
+            defer { close(fd); fd = -1 }
+            do {
+                try AtomicFile.writeAll(fd, bytes, for: path)
+                guard ftruncate(fd, off_t(bytes.count)) == 0, fsync(fd) == 0 else {
+                    throw CredentialError.storeFailure("cannot write \(path): \(FileSystem.errorText())")
+                }
+                guard rename(tmp, path) == 0 else {
+                    throw CredentialError.storeFailure("cannot replace \(path): \(FileSystem.errorText())")
+                }
+            } catch {
+                unlink(tmp)
+                throw error
+            }
+            try AtomicFile.fsyncDirectory(AtomicFile.split(path).dir)
+        }
+
+        deinit {
+            if fd >= 0 { close(fd); unlink(tmp) }
+        }
+    }
+
+    /// Reserves room for a file of `bytes` bytes replacing `path` (see `Reservation`). Throws
+    /// `storeFailure` saying how much to free where when the directory cannot take it.
+    package static func reserve(beside path: String, bytes: Int) throws -> Reservation {
+        let (fd, tmp) = try openTemp(beside: path)
+        let e = writeAndSync(fd, [UInt8](repeating: 0, count: bytes))
+        guard e == 0 else {
+            close(fd); unlink(tmp)
+            throw CredentialError.storeFailure("\(split(path).dir) cannot take the refreshed credential (\((bytes + 1023) / 1024) KiB): \(FileSystem.errorText(e)); free some space there")
+        }
+        return Reservation(path: path, size: bytes, fd: fd, tmp: tmp)
     }
 
     /// Removes `.BASE.tmp-PID-*` files in `dir` left by a writer that was killed before it could

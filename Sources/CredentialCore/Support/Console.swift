@@ -3,8 +3,10 @@ import Secrets
 /// The process's standard streams as the library sees them. The executable provides the real
 /// one; tests provide a recording one. Everything the user sees goes through here.
 public protocol Console: AnyObject {
-    /// Writes to stdout exactly as given.
-    func out(_ text: String)
+    /// Writes to stdout exactly as given. A failed write (closed pipe, full disk, closed
+    /// descriptor) throws `CredentialError.failure` (exit 1): an answer that did not arrive is
+    /// never a success.
+    func out(_ text: String) throws
     /// Writes one line (a newline is added) to stderr.
     func err(_ line: String)
     /// Reads all of stdin, at most `limit` bytes; more than that throws `badInput`.

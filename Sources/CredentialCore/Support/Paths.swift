@@ -1,10 +1,14 @@
 import Secrets
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Where files live (XDG base directories), resolved once from the environment.
 public struct Paths: Sendable {
     public let dataDirectory: String?     // $XDG_DATA_HOME/chatgpt-credential
     public let configDirectory: String?   // $XDG_CONFIG_HOME/chatgpt-credential
-    public let runtimeDirectory: String?  // $XDG_RUNTIME_DIR/chatgpt-credential
+    /// $XDG_RUNTIME_DIR as given (absolute), before any ownership check.
+    public let runtimeBase: String?
 
     public init(environment env: [String: String]) {
         func base(_ xdg: String, _ fallback: String) -> String? {
@@ -15,7 +19,7 @@ public struct Paths: Sendable {
         }
         dataDirectory = base("XDG_DATA_HOME", "/.local/share").map { $0 + "/chatgpt-credential" }
         configDirectory = base("XDG_CONFIG_HOME", "/.config").map { $0 + "/chatgpt-credential" }
-        if let r = env["XDG_RUNTIME_DIR"], r.hasPrefix("/") { runtimeDirectory = r + "/chatgpt-credential" } else { runtimeDirectory = nil }
+        if let r = env["XDG_RUNTIME_DIR"], r.hasPrefix("/") { runtimeBase = r } else { runtimeBase = nil }
     }
 
     /// The default X25519 key of the file store.
@@ -30,9 +34,25 @@ public struct Paths: Sendable {
         dataDirectory.map { Paths.encryptedFile(in: $0, for: profile) }
     }
 
-    /// The per-profile lock file: beside the file store, whichever store holds the credential,
-    /// so one lock serialises refreshes for the profile across stores.
+    /// Where the per-profile locks (and the shared refresh back-off) live. They belong to the user
+    /// and the profile, not to the caller's data directory (SPEC "Changes to a credential: one
+    /// owner"), so two processes of one user that share a keyring share the lock whatever their
+    /// XDG_DATA_HOME: `$XDG_RUNTIME_DIR/chatgpt-credential` when XDG_RUNTIME_DIR is a directory
+    /// of this user, else `/run/user/UID/chatgpt-credential` when that is, else beside the file
+    /// store. (FileLock then creates the directory 0700 and refuses it if it is loose or foreign.)
+    public func lockDirectory() -> String? {
+        func ours(_ dir: String) -> Bool {
+            var st = stat()
+            return stat(dir, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR && st.st_uid == geteuid()
+        }
+        if let r = runtimeBase, ours(r) { return r + "/chatgpt-credential" }
+        let run = "/run/user/\(geteuid())"
+        if ours(run) { return run + "/chatgpt-credential" }
+        return dataDirectory
+    }
+
+    /// The per-profile lock file, `NAME.lock` in `lockDirectory()`.
     public func lockFile(for profile: Profile) -> String? {
-        (dataDirectory ?? runtimeDirectory).map { $0 + "/" + profile.name + ".lock" }
+        lockDirectory().map { $0 + "/" + profile.name + ".lock" }
     }
 }

@@ -7,6 +7,11 @@ public enum TimeSpan {
         return span(seconds)
     }
 
+    /// "expires in 4 min 10 s" / "expired 3 s ago", for a token `seconds` from its expiry.
+    public static func expiry(_ seconds: Int64) -> String {
+        seconds < 0 ? "expired " + span(-seconds) + " ago" : "expires in " + span(seconds)
+    }
+
     static func span(_ seconds: Int64) -> String {
         if seconds < 60 { return "\(seconds) s" }
         if seconds < 3600 { return "\(seconds / 60) min \(seconds % 60) s" }

@@ -13,7 +13,7 @@ public struct Profile: Equatable, Hashable, Sendable, CustomStringConvertible {
         self.name = name
     }
 
-    init(unchecked name: String) { self.name = name }
+    package init(unchecked name: String) { self.name = name }
 
     public static func isValid(_ name: String) -> Bool {
         let b = Array(name.utf8)
@@ -22,4 +22,16 @@ public struct Profile: Equatable, Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { name }
+
+    /// `chatgpt-credential VERB` for this profile, for every message that tells the person what
+    /// to run (the profile is named unless it is the default one).
+    public func command(_ verb: String) -> String {
+        self == .default ? "chatgpt-credential \(verb)" : "chatgpt-credential --profile \(name) \(verb)"
+    }
+
+    /// The command that signs this profile in.
+    public var loginCommand: String { command("login") }
+
+    /// What to do about a damaged or undecryptable stored copy.
+    public var removeDamagedHint: String { "remove it with '\(command("erase"))' and sign in again: \(loginCommand)" }
 }

@@ -8,18 +8,26 @@ public struct TokenDocument: Equatable, Sendable {
     public var refreshToken: String
     public var idToken: String
     public var accountId: String
-    /// Unix seconds; from the access token's `exp` (0 when unknown or dropped).
+    /// Unix seconds, the expiry every decision uses: time of receipt plus the issuer's
+    /// `expires_in` when it sent one, else the access token's `exp` (0 when unknown or dropped).
+    /// Receipt time + `expires_in` keeps a local clock that disagrees with the issuer's from
+    /// causing a refresh on every call.
     public var expiresAt: Int64
+    /// Unix seconds of the last refresh (or sign-in) that produced these tokens; 0 when unknown
+    /// (a bare token set given to `store`).
     public var lastRefresh: Int64
     public var email: String
     public var plan: String
     /// Set after the issuer permanently rejected the refresh token (`refresh_token_reused`, …):
     /// no further refresh is attempted until a new login or store replaces the document.
     public var refreshRejected: String?
+    /// "codex" when the credential came from Codex's auth.json: Codex may still hold the same
+    /// session, so `erase` does not revoke it.
+    public var importedFrom: String?
 
     public init(accessToken: String, refreshToken: String, idToken: String = "", accountId: String = "",
                 expiresAt: Int64 = 0, lastRefresh: Int64 = 0, email: String = "", plan: String = "",
-                refreshRejected: String? = nil) {
+                refreshRejected: String? = nil, importedFrom: String? = nil) {
         self.accessToken = accessToken
         self.refreshToken = refreshToken
         self.idToken = idToken
@@ -29,12 +37,14 @@ public struct TokenDocument: Equatable, Sendable {
         self.email = email
         self.plan = plan
         self.refreshRejected = refreshRejected
+        self.importedFrom = importedFrom
     }
 
     /// Builds a document from freshly issued tokens, reading the claims of both JWTs
     /// (Codex takes the account from the id token, other clients from the access token).
+    /// `expiresIn` is the issuer's `expires_in`, counted from `now` (the time of receipt).
     public static func fromTokens(accessToken: String, refreshToken: String, idToken: String?,
-                                  accountId: String? = nil, now: Int64 = Clock.now()) -> TokenDocument {
+                                  accountId: String? = nil, expiresIn: Int64? = nil, now: Int64 = Clock.now()) -> TokenDocument {
         let access = JWTClaims.decode(accessToken)
         let id = idToken.flatMap { JWTClaims.decode($0) }
         return TokenDocument(
@@ -42,25 +52,40 @@ public struct TokenDocument: Equatable, Sendable {
             refreshToken: refreshToken,
             idToken: idToken ?? "",
             accountId: accountId ?? access?.accountId ?? id?.accountId ?? "",
-            expiresAt: access?.expiresAt ?? 0,
+            expiresAt: expiresIn.flatMap { Self.plausibleLifetime.contains($0) ? now + $0 : nil } ?? access?.expiresAt ?? 0,
             lastRefresh: now,
             email: id?.email ?? access?.email ?? "",
             plan: access?.plan ?? id?.plan ?? "",
             refreshRejected: nil)
     }
 
-    /// Applies a refresh response: each field is optional, keep what is absent.
+    /// Applies a refresh response: each field is optional, keep what is absent. `expiresIn` is
+    /// the response's `expires_in`, received at `now`.
     public func rotated(accessToken newAccess: String?, refreshToken newRefresh: String?, idToken newId: String?,
-                        now: Int64 = Clock.now()) -> TokenDocument {
+                        expiresIn: Int64? = nil, now: Int64 = Clock.now()) -> TokenDocument {
         var next = TokenDocument.fromTokens(
             accessToken: newAccess ?? accessToken,
             refreshToken: newRefresh ?? refreshToken,
             idToken: newId ?? (idToken.isEmpty ? nil : idToken),
+            expiresIn: newAccess == nil ? nil : expiresIn,
             now: now)
+        if newAccess == nil { next.expiresAt = expiresAt }
         if next.accountId.isEmpty { next.accountId = accountId }
         if next.email.isEmpty { next.email = email }
         if next.plan.isEmpty { next.plan = plan }
+        next.importedFrom = importedFrom
         return next
+    }
+
+    /// `expires_in` values taken at face value: a second to a year. Anything else is ignored in
+    /// favour of the token's own `exp`.
+    public static let plausibleLifetime: ClosedRange<Int64> = 1...(366 * 86400)
+
+    /// How long the issuer made this access token valid for, when the document says: the span
+    /// from its receipt (`lastRefresh`) to its expiry. Nil when either is unknown.
+    public var grantedLifetime: Int64? {
+        guard lastRefresh > 0, expiresAt > lastRefresh else { return nil }
+        return expiresAt - lastRefresh
     }
 
     public var hasAccessToken: Bool { !accessToken.isEmpty }
@@ -80,17 +105,18 @@ public struct TokenDocument: Equatable, Sendable {
             ("plan", .string(plan)),
         ]
         if let r = refreshRejected { members.append(("refresh_rejected", .string(r))) }
+        if let i = importedFrom { members.append(("imported_from", .string(i))) }
         return .object(members)
     }
 
     public func serialized() -> [UInt8] { Array(JSON.serialize(json()).utf8) }
 
     /// Parses a stored document. Throws `storeCorrupt` for anything that is not one.
-    public static func parse(_ bytes: [UInt8], origin: String) throws -> TokenDocument {
+    public static func parse(_ bytes: [UInt8], origin: String, profile: Profile = .default) throws -> TokenDocument {
         guard let v = try? JSON.parse(bytes, maxBytes: 256 * 1024), v.isObject,
               let refresh = v["refresh_token"]?.stringValue,
               let access = v["access_token"]?.stringValue else {
-            throw CredentialError.storeCorrupt("the credential in \(origin) is damaged; sign in again: chatgpt-credential login")
+            throw CredentialError.storeCorrupt("the credential in \(origin) is damaged; \(profile.removeDamagedHint)")
         }
         func str(_ k: String) -> String { v[k]?.stringValue ?? "" }
         func time(_ k: String) -> Int64 {
@@ -102,6 +128,7 @@ public struct TokenDocument: Equatable, Sendable {
         return TokenDocument(accessToken: access, refreshToken: refresh, idToken: str("id_token"),
                              accountId: str("account_id"), expiresAt: time("expires_at"),
                              lastRefresh: time("last_refresh"), email: str("email"), plan: str("plan"),
-                             refreshRejected: v["refresh_rejected"]?.stringValue)
+                             refreshRejected: v["refresh_rejected"]?.stringValue,
+                             importedFrom: v["imported_from"]?.stringValue)
     }
 }

@@ -152,6 +152,12 @@ final class Sandbox {
     }
 
     var dataDir: String { env["XDG_DATA_HOME"]! + "/chatgpt-credential" }
+    /// Where the profile locks (and the shared refresh back-off) live: the user's runtime
+    /// directory, not the data directory (SPEC "Changes to a credential: one owner").
+    var lockDir: String { env["XDG_RUNTIME_DIR"]! + "/chatgpt-credential" }
+    func lockFile(_ profile: String = "default") -> String { lockDir + "/\(profile).lock" }
+    /// Forgets a transient refresh failure another run recorded, so the next get asks the issuer.
+    func forgetSharedBackoff(_ profile: String = "default") { unlink(lockDir + "/\(profile).backoff") }
     var configDir: String { env["XDG_CONFIG_HOME"]! + "/chatgpt-credential" }
 
     /// Runs `chatgpt-credential ARGS…` (or the same binary under another argv[0] via a symlink).

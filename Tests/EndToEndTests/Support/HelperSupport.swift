@@ -87,13 +87,16 @@ extension Sandbox {
     }
 
     /// Seeds a token family at the issuer and stores it in this sandbox's file store through
-    /// `chatgpt-credential store` (the Codex shape), so `get` finds it. Points the sandbox at the
-    /// issuer and the file store.
-    func signIn(_ issuer: TestIssuer, _ options: [String: Any] = [:]) throws -> TestIssuer.SeededTokens {
+    /// `chatgpt-credential store` (the bare token shape with the account id; `codex: true` for
+    /// Codex's auth.json, which `erase` then does not revoke), so `get` finds it. Points the
+    /// sandbox at the issuer and the file store.
+    func signIn(_ issuer: TestIssuer, _ options: [String: Any] = [:], codex: Bool = false) throws -> TestIssuer.SeededTokens {
         env["CHATGPT_CREDENTIAL_ISSUER"] = issuer.url
         env["CHATGPT_CREDENTIAL_STORE"] = "file"
         let tokens = try issuer.seed(options)
-        let r = runHelper(["store"], stdin: Array(tokens.codexAuthJSON.utf8))
+        let shape = codex ? tokens.codexAuthJSON
+            : #"{"access_token":"\#(tokens.accessToken)","refresh_token":"\#(tokens.refreshToken)","id_token":"\#(tokens.idToken)","account_id":"\#(tokens.accountId)"}"#
+        let r = runHelper(["store"], stdin: Array(shape.utf8))
         guard r.status == 0, !r.signaled else {
             throw TestIssuer.Failure(description: "store failed (\(r.status)): \(r.stderr)")
         }

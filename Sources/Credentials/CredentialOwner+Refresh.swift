@@ -1,0 +1,173 @@
+import CredentialCore
+import Stores
+import OAuth
+
+/// The answer to `get`: a document to print from, plus notices for stderr.
+public struct FreshCredential {
+    public var document: TokenDocument
+    public var notices: [String]
+    /// True when this process performed the refresh.
+    public var refreshed: Bool
+    /// The store it was read from or written to.
+    public var store: CredentialStore
+}
+
+/// Refreshing (SPEC "Refresh"): decide without the lock; when a refresh is due, take the lock,
+/// re-read (another process may have refreshed already), make sure the rotated document can be
+/// saved, refresh, persist, release, and only then hand out the new token. Refresh tokens are
+/// single-use: persisting before printing is what keeps a crash from logging the person out.
+extension CredentialOwner {
+    /// The profile's credential, fresh enough for `need`.
+    package func fresh(_ need: Freshness) throws -> FreshCredential {
+        guard let located = try locate() else { throw CredentialError.notSignedIn(profile: profile.name) }
+        return try fresh(located, need)
+    }
+
+    /// `located`, refreshed first when `need` says so.
+    package func fresh(_ located: LocatedCredential, _ need: Freshness) throws -> FreshCredential {
+        let initial = located.document
+        switch RefreshPolicy.decide(initial, need, now: now()) {
+        case .use(let notice):
+            return FreshCredential(document: initial, notices: notice.map { [$0] } ?? [], refreshed: false, store: located.store)
+        case .refresh:
+            break
+        }
+        if let code = initial.refreshRejected { return try rejectedFallback(located, need, code: code) }
+        return try lock.exclusiveUnlessAnswered(
+            waiter: { try answeredByOthers(initial, need) },
+            owner: { try refreshHoldingLock(initial, need) })
+    }
+
+    /// usage after the backend refused `token` (401): one refresh through the owner, unless the
+    /// stored token is no longer that one (another process refreshed it meanwhile).
+    package func freshAfterRejection(of token: String, _ need: Freshness) throws -> FreshCredential {
+        guard let located = try locate() else { throw CredentialError.notSignedIn(profile: profile.name) }
+        var forced = need
+        forced.forceRefresh = located.document.accessToken == token
+        return try fresh(located, forced)
+    }
+
+    /// Re-reads what is stored now: what another process left there may answer the request.
+    /// nil when the refresh is still ours to do.
+    private func reread(_ initial: TokenDocument, _ need: Freshness) throws -> (located: LocatedCredential, answer: FreshCredential?) {
+        // Erased meanwhile (under the lock, by `erase`): erased stays erased.
+        guard let current = try selector.locate(profile) else { throw CredentialError.notSignedIn(profile: profile.name) }
+        if let code = current.document.refreshRejected { return (current, try rejectedFallback(current, need, code: code)) }
+        var need = need
+        if current.document.refreshToken != initial.refreshToken {
+            // Another process rotated the tokens (or signed in anew): a forced refresh is done.
+            need.forceRefresh = false
+        }
+        if case .use(let notice) = RefreshPolicy.decide(current.document, need, now: now()) {
+            return (current, FreshCredential(document: current.document, notices: notice.map { [$0] } ?? [], refreshed: false, store: current.store))
+        }
+        return (current, nil)
+    }
+
+    /// Waiting behind another process's refresh (shared lock): use what it stored, or the
+    /// transient outcome it recorded; nil when it left nothing usable.
+    private func answeredByOthers(_ initial: TokenDocument, _ need: Freshness) throws -> FreshCredential? {
+        let (current, answer) = try reread(initial, need)
+        if let answer { return answer }
+        if let record = backoff.current(now: now()) { return try transientFallback(current, need, backoff: record) }
+        return nil
+    }
+
+    /// Holding the exclusive lock: re-read, check the shared back-off, reserve, refresh, persist.
+    private func refreshHoldingLock(_ initial: TokenDocument, _ need: Freshness) throws -> FreshCredential {
+        let (current, answer) = try reread(initial, need)
+        if let answer { return answer }
+        if let record = backoff.current(now: now()) { return try transientFallback(current, need, backoff: record) }
+        let store = current.store
+        let version = try store.version(profile)
+
+        // Reserve before spend: no refresh token is spent unless the rotated document can be saved.
+        let prepared: PreparedWrite
+        do {
+            prepared = try store.prepareWrite(profile, size: current.document.serialized().count)
+        } catch let e as CredentialError {
+            guard RefreshPolicy.stillUsable(current.document, need, now: now()) else { throw e }
+            return FreshCredential(document: current.document, notices: [
+                "notice: not refreshing, the refreshed tokens could not be saved (\(e.message)); printing the stored token, which \(TimeSpan.expiry(current.document.expiresAt - now()))"
+            ], refreshed: false, store: store)
+        }
+
+        switch try refresher().refresh(refreshToken: current.document.refreshToken) {
+        case .rotated(let t):
+            let received = now()
+            let next = current.document.rotated(accessToken: t.accessToken, refreshToken: t.refreshToken, idToken: t.idToken,
+                                                expiresIn: t.expiresIn, now: received)
+            backoff.clear()
+            var notices = try persistRotated(next, in: store, prepared: prepared, ifStill: version)
+            if let short = RefreshPolicy.afterRefresh(next, need, now: received) { notices.append(short) }
+            return FreshCredential(document: next, notices: notices, refreshed: true, store: store)
+        case .rejected(let code):
+            var marked = current.document
+            marked.refreshRejected = code
+            // Marked, so later gets stop asking the issuer; unless the document changed meanwhile,
+            // in which case what is stored now is the answer.
+            if (try? write(marked, to: store, ifStill: version)) == false, let answer = try reread(current.document, need).answer {
+                return answer
+            }
+            return try rejectedFallback(LocatedCredential(store: store, document: marked), need, code: code)
+        case .unavailable(let reason, let retryAfter):
+            backoff.record(reason: reason, retryAfter: retryAfter, now: now())
+            return try transientFallback(current, need, reason: reason)
+        }
+    }
+
+    /// Saves the rotated document: through the reservation; under `auto`, to the other store when
+    /// that fails. The new access token is printed either way; the notices say what was lost.
+    private func persistRotated(_ next: TokenDocument, in store: CredentialStore, prepared: PreparedWrite,
+                                ifStill version: [UInt8]?) throws -> [String] {
+        let failure: CredentialError
+        do {
+            if try write(next, to: store, ifStill: version, through: prepared) { return [] }
+            // Changed behind the lock's back (another program replaced or deleted it): not overwritten.
+            return ["notice: the stored credential was changed by another program during the refresh; the refreshed tokens were not saved over it"]
+        } catch let e as CredentialError {
+            failure = e
+        }
+        let left = TimeSpan.expiry(next.expiresAt - now())
+        if let other = selector.fallback(for: store) {
+            do {
+                try other.save(next, for: profile)
+                observe(.stored(next, in: other))
+                // The failed store still holds the spent token: remove it so auto never serves it.
+                if (try? store.delete(profile)) == true { observe(.removed(from: store)) }
+                return ["notice: could not save the refreshed tokens to \(store.location(for: profile)) (\(failure.message)); saved them to \(other.location(for: profile)) instead"]
+            } catch let e as CredentialError {
+                return ["notice: could not save the refreshed tokens to \(store.location(for: profile)) (\(failure.message)) nor to \(other.location(for: profile)) (\(e.message)): the new refresh token is lost; this access token \(left), then sign in again: \(profile.loginCommand)"]
+            }
+        }
+        return ["notice: could not save the refreshed tokens to \(store.location(for: profile)) (\(failure.message)): the new refresh token is lost; this access token \(left), then sign in again: \(profile.loginCommand)"]
+    }
+
+    // MARK: fallbacks
+
+    private func rejectedFallback(_ located: LocatedCredential, _ need: Freshness, code: String) throws -> FreshCredential {
+        let d = located.document
+        guard RefreshPolicy.stillUsable(d, need, now: now()) else {
+            throw CredentialError.refreshRejected(profile: profile.name, code: code)
+        }
+        return FreshCredential(document: d, notices: [
+            "warning: the issuer rejected the refresh token (\(Sanitize.line(code, limit: 60))); this token \(TimeSpan.expiry(d.expiresAt - now())); sign in again soon: \(profile.loginCommand)"
+        ], refreshed: false, store: located.store)
+    }
+
+    private func transientFallback(_ located: LocatedCredential, _ need: Freshness, reason: String) throws -> FreshCredential {
+        let d = located.document
+        guard RefreshPolicy.stillUsable(d, need, now: now()) else {
+            throw CredentialError.temporary("could not refresh the token: \(reason)")
+        }
+        return FreshCredential(document: d, notices: [
+            "notice: could not refresh the token (\(Sanitize.line(reason, limit: 120))); printing the stored one, which \(TimeSpan.expiry(d.expiresAt - now()))"
+        ], refreshed: false, store: located.store)
+    }
+
+    /// Another process met a transient failure moments ago: its outcome, without asking again.
+    private func transientFallback(_ located: LocatedCredential, _ need: Freshness, backoff record: IssuerBackoff.Record) throws -> FreshCredential {
+        let wait = record.until - now()
+        return try transientFallback(located, need, reason: "\(record.reason); the issuer is not asked again for \(TimeSpan.describe(wait))")
+    }
+}

@@ -1,0 +1,184 @@
+import CredentialCore
+import Stores
+import OAuth
+
+/// The issuer's refresh call (`IssuerClient` in production; scripted in tests).
+public protocol TokenRefreshing {
+    func refresh(refreshToken: String) -> RefreshResult
+}
+
+extension IssuerClient: TokenRefreshing {}
+
+/// A change the owner made, reported (still under the lock) to whoever mirrors the stored
+/// state, such as the access cache.
+package enum CredentialChange {
+    case stored(TokenDocument, in: CredentialStore)
+    case removed(from: CredentialStore)
+}
+
+/// The one owner of every change to a stored credential (SPEC "Changes to a credential: one
+/// owner"): `login`, `store`, `erase`, a refresh, marking a refresh token rejected, git's and
+/// docker's `erase`. Each takes the profile's lock, re-reads what is stored, decides, writes and
+/// releases. A write never replaces a document that changed since it was read under the lock:
+/// the writer compares the store's `version` first and decides again instead.
+/// Reading (`locate`, and `fresh` when no refresh is due) takes no lock.
+package final class CredentialOwner {
+    package let profile: Profile
+    let selector: StoreSelector
+    let lock: ProfileLock
+    let backoff: IssuerBackoff
+    let now: () -> Int64
+    let refresher: () throws -> TokenRefreshing
+    /// Told of every change, under the lock, before it is released.
+    package var observe: (CredentialChange) -> Void = { _ in }
+
+    package init(profile: Profile, selector: StoreSelector, lock: ProfileLock, now: @escaping () -> Int64 = Clock.now,
+                 refresher: @escaping () throws -> TokenRefreshing) {
+        self.profile = profile
+        self.selector = selector
+        self.lock = lock
+        self.backoff = IssuerBackoff(lockPath: lock.path)
+        self.now = now
+        self.refresher = refresher
+    }
+
+    /// The stored credential, read without the lock.
+    package func locate() throws -> LocatedCredential? {
+        try selector.locate(profile)
+    }
+
+    // MARK: login, store
+
+    /// Stores a new credential (login, store) where the selector says and removes the profile's
+    /// copy from the other store (explicit `--store` too), so no stale single-use refresh token
+    /// is left to be served. Returns the store written and notices for stderr.
+    package func replace(with document: TokenDocument, notice: (String) -> Void) throws -> CredentialStore {
+        try lock.exclusive {
+            let store = try selector.destination(for: profile, notice: notice)
+            try store.save(document, for: profile)
+            observe(.stored(document, in: store))
+            backoff.clear()
+            let other = selector.counterpart(of: store)
+            do {
+                if try other.delete(profile) { observe(.removed(from: other)) }
+            } catch CredentialError.storeUnavailable {
+                // not there at all, so it holds no copy
+            } catch let e as CredentialError {
+                notice("notice: an older copy in \(other.location(for: profile)) could not be removed (\(e.message)); run: chatgpt-credential --profile \(profile.name) --store \(other.kind.rawValue) erase --no-revoke")
+            }
+            return store
+        }
+    }
+
+    // MARK: erase
+
+    /// What `erase` did.
+    package struct Erasure {
+        /// Where a copy was removed.
+        package var removed: [CredentialStore] = []
+        /// Notices for stderr (revocation problems, a Codex import left unrevoked).
+        package var notices: [String] = []
+    }
+
+    /// Removes the profile's credential from every store that holds it, damaged copies included,
+    /// revoking each copy's refresh token first (best effort) unless `revoke` is nil or the copy
+    /// came from Codex (which may still hold the same session). Throws (exit 5) naming the copy
+    /// that could not be removed; erasing what is already gone is no error.
+    package func erase(revoke: ((String) -> String?)?) throws -> Erasure {
+        try lock.exclusive {
+            var erasure = Erasure()
+            var revoked: Set<String> = []
+            var blocked: (store: CredentialStore, error: CredentialError)?
+            for store in selector.allStores {
+                let document: TokenDocument?
+                do {
+                    guard let found = try store.load(profile) else { continue }
+                    document = found
+                } catch CredentialError.storeUnavailable where store !== selector.chosen {
+                    continue // this kind of store is not there at all: it holds nothing
+                } catch let e as CredentialError where Self.isDamage(e) {
+                    document = nil // there but damaged or undecryptable: removed all the same
+                } catch let e as CredentialError {
+                    blocked = blocked ?? (store, e) // locked, not answering: it may hold a copy
+                    continue
+                }
+                if let d = document, let revoke, d.refreshRejected == nil, !revoked.contains(d.refreshToken) {
+                    revoked.insert(d.refreshToken)
+                    if d.importedFrom == "codex" {
+                        erasure.notices.append("notice: the refresh token was not revoked: it came from Codex, which may still use the same session (sign out there with: codex logout)")
+                    } else if let problem = revoke(d.refreshToken) {
+                        erasure.notices.append("notice: could not revoke the refresh token (\(Sanitize.line(problem, limit: 160))); erasing it here anyway")
+                    }
+                }
+                do {
+                    if try store.delete(profile) {
+                        erasure.removed.append(store)
+                        observe(.removed(from: store))
+                    }
+                } catch let e as CredentialError {
+                    blocked = blocked ?? (store, e)
+                }
+            }
+            backoff.clear()
+            if let blocked { throw Self.remains(blocked.error, in: blocked.store, profile: profile, after: erasure.removed) }
+            return erasure
+        }
+    }
+
+    /// A read error that says our copy is there but unusable — damaged, undecryptable, too open
+    /// (erase removes it anyway) — as opposed to one that says it cannot be reached (locked, not
+    /// answering) or that something else stands there (a symlink, a directory, another user's
+    /// file: refused, never removed).
+    static func isDamage(_ e: CredentialError) -> Bool {
+        switch e {
+        case .storeCorrupt, .wrongKey, .permissionsTooOpen: return true
+        default: return false
+        }
+    }
+
+    /// The error for a copy `erase` could not remove, naming it (and what was removed).
+    static func remains(_ e: CredentialError, in store: CredentialStore, profile: Profile, after removed: [CredentialStore]) -> CredentialError {
+        // The chosen store cannot even be located: there is no copy to name, only the reason.
+        if case .storeUnavailable = e, removed.isEmpty { return e }
+        let done = removed.isEmpty ? "" : "erased the copy in \(removed.map { $0.location(for: profile) }.joined(separator: " and ")), but "
+        let text = "\(done)the copy in \(store.location(for: profile)) remains: \(e.message)"
+        switch e {
+        case .keyringLocked: return .keyringLocked(text)
+        case .storeNotAnswering: return .storeNotAnswering(text)
+        default: return .storeFailure(text)
+        }
+    }
+
+    // MARK: git erase
+
+    /// git `erase`: the caller says an access token was rejected. Drops the stored access token
+    /// only if `matches` says it is still that one (a late rejection of an older token changes
+    /// nothing); keeps the refresh token, so the next `get` refreshes. True when dropped.
+    package func dropAccessToken(if matches: (TokenDocument) -> Bool) throws -> Bool {
+        try lock.exclusive {
+            guard var current = try selector.locate(profile), current.document.hasAccessToken, matches(current.document) else { return false }
+            let version = try current.store.version(profile)
+            current.document.accessToken = ""
+            current.document.expiresAt = 0
+            return try write(current.document, to: current.store, ifStill: version)
+        }
+    }
+
+    // MARK: writing under the lock
+
+    /// Writes `document` to `store` unless the stored secret is no longer the one whose
+    /// `version` the caller read under the lock. True when written.
+    func write(_ document: TokenDocument, to store: CredentialStore, ifStill version: [UInt8]?,
+               through prepared: PreparedWrite? = nil) throws -> Bool {
+        guard try unchanged(store, since: version) else { return false }
+        if let prepared { try store.save(document, through: prepared) } else { try store.save(document, for: profile) }
+        observe(.stored(document, in: store))
+        return true
+    }
+
+    /// Whether the profile's secret in `store` is still at `version`. A store that cannot say
+    /// (an error asking) counts as unchanged: the write then reports its own error.
+    func unchanged(_ store: CredentialStore, since version: [UInt8]?) throws -> Bool {
+        do { return try store.version(profile) == version } catch { return true }
+    }
+}

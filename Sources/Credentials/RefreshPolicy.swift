@@ -1,0 +1,56 @@
+import CredentialCore
+import OAuth
+
+/// When a stored access token must be refreshed, and when one that could not be refreshed may
+/// still be printed (SPEC "Refresh"). Pure: no I/O, no clock of its own.
+package enum RefreshPolicy {
+    /// Refresh when the token expires within this many seconds (or `--min-ttl`, when longer).
+    package static let margin = OAuthConstants.refreshMargin
+    /// No refresh loops: a token refreshed less than this long ago is not refreshed again
+    /// (unless `--force-refresh`).
+    package static let minimumInterval: Int64 = 60
+
+    package enum Decision: Equatable {
+        /// Print it; `notice` says why it falls short of what was asked, when it does.
+        case use(notice: String?)
+        case refresh
+    }
+
+    package static func decide(_ d: TokenDocument, _ need: Freshness, now: Int64) -> Decision {
+        guard d.hasAccessToken, !need.forceRefresh else { return .refresh }
+        let remaining = d.expiresAt - now
+        let wanted = max(margin, need.minTTL)
+        // When the issuer grants tokens shorter than what was asked, no refresh can meet the
+        // request: refreshing again would only spend refresh tokens. The usual margin applies then.
+        let lifetime = d.grantedLifetime
+        let unattainable = lifetime.map { wanted > $0 } ?? false
+        if remaining >= (unattainable ? margin : wanted) {
+            guard remaining < wanted, let lifetime else { return .use(notice: nil) }
+            return .use(notice: shortLifetimeNotice(lifetime: lifetime, wanted: wanted, remaining: remaining))
+        }
+        if d.lastRefresh > 0, now - d.lastRefresh < minimumInterval, now >= d.lastRefresh {
+            return .use(notice: "notice: this token was refreshed \(now - d.lastRefresh) s ago and is not refreshed again within \(minimumInterval) s (--force-refresh does); it \(TimeSpan.expiry(remaining))")
+        }
+        return .refresh
+    }
+
+    /// After a refresh in this process: a notice when even the new token falls short of the request.
+    package static func afterRefresh(_ d: TokenDocument, _ need: Freshness, now: Int64) -> String? {
+        let wanted = max(margin, need.minTTL)
+        let remaining = d.expiresAt - now
+        guard remaining < wanted else { return nil }
+        return shortLifetimeNotice(lifetime: d.grantedLifetime ?? remaining, wanted: wanted, remaining: remaining)
+    }
+
+    static func shortLifetimeNotice(lifetime: Int64, wanted: Int64, remaining: Int64) -> String {
+        "notice: the issuer grants tokens valid for \(TimeSpan.describe(lifetime)), less than the \(wanted) s asked for; printing this one, which \(TimeSpan.expiry(remaining)); it is not refreshed again before the usual \(margin) s margin"
+    }
+
+    /// Whether a token that could not be refreshed is still good enough to print: at least
+    /// `--min-ttl` seconds left when one was given, else simply not yet expired.
+    package static func stillUsable(_ d: TokenDocument, _ need: Freshness, now: Int64) -> Bool {
+        guard d.hasAccessToken else { return false }
+        if let required = need.requiredTTL { return d.expiresAt - now >= required }
+        return d.expiresAt > now
+    }
+}
