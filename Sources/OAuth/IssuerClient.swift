@@ -322,9 +322,7 @@ public struct IssuerClient {
         if response.body.count > maxResponseBytes {
             return .failure(BodyProblem(reason: "the issuer's answer is larger than \(maxResponseBytes) bytes (HTTP \(response.status))"))
         }
-        let contentType = response.header("content-type")?.lowercased() ?? ""
-        let firstByte = response.body.first { !($0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D) }
-        if contentType.contains("html") || firstByte == UInt8(ascii: "<") {
+        if response.looksLikeHTML {
             return .failure(BodyProblem(reason: "the issuer answered with an HTML page instead of JSON (HTTP \(response.status)); a proxy or captive portal may be in the way"))
         }
         guard let json = try? JSON.parse(response.body, maxBytes: maxResponseBytes), json.isObject else {

@@ -61,6 +61,13 @@ public struct HTTPResponse: Equatable, Sendable {
     }
 
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
+
+    /// An HTML page (by its content type or its first non-space byte) where JSON was expected:
+    /// usually a proxy, a captive portal or a bot check.
+    public var looksLikeHTML: Bool {
+        let firstByte = body.first { !($0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D) }
+        return (header("content-type")?.lowercased() ?? "").contains("html") || firstByte == UInt8(ascii: "<")
+    }
 }
 
 /// Why a request got no HTTP response. Transports throw this (or `CredentialError.temporary`);
