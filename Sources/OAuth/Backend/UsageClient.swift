@@ -42,22 +42,10 @@ public struct UsageClient {
         var headers = [HTTPHeader("Authorization", "Bearer " + accessToken), HTTPHeader("Accept", "application/json"),
                        HTTPHeader("User-Agent", Sanitize.line(userAgent, limit: 80))]
         if !accountId.isEmpty { headers.append(HTTPHeader("ChatGPT-Account-Id", accountId)) }
-        let response: HTTPResponse
-        do {
-            response = try retry.run { remaining in
-                let t = remaining.map { min(totalTimeout, $0) } ?? totalTimeout
-                return try transport.send(HTTPRequest(
-                    method: "GET", url: config.url(Self.usagePath), headers: headers,
-                    connectTimeout: min(connectTimeout, t), totalTimeout: t,
-                    maxResponseBytes: maxResponseBytes, bypassProxy: config.isLoopback))
-            }
-        } catch let e as TransportError {
-            throw e.credentialError
-        } catch let e as CredentialError {
-            throw e
-        } catch {
-            throw CredentialError.temporary("the usage request to the ChatGPT backend failed")
-        }
+        let request = HTTPRequest(method: "GET", url: config.url(Self.usagePath), headers: headers,
+                                  connectTimeout: connectTimeout, totalTimeout: totalTimeout,
+                                  maxResponseBytes: maxResponseBytes, bypassProxy: config.isLoopback)
+        let response = try transport.send(request, retrying: retry, failure: "the usage request to the ChatGPT backend failed")
         switch response.status {
         case 200...299:
             guard let report = UsageReport.parse(response.body, now: now()) else {

@@ -113,3 +113,26 @@ public struct TransportError: Error, Equatable, Sendable {
 public protocol HTTPTransport {
     func send(_ request: HTTPRequest) throws -> HTTPResponse
 }
+
+extension HTTPTransport {
+    /// Sends `request` with `policy`'s retries; a retry's timeouts are cut to what is left of the
+    /// budget. Throws only `CredentialError`: no response at all is `.temporary` (exit 4), named
+    /// by the transport or else by `failure`.
+    public func send(_ request: HTTPRequest, retrying policy: RetryPolicy, isFinal: (HTTPResponse) -> Bool = { _ in false },
+                     failure: String) throws -> HTTPResponse {
+        do {
+            return try policy.run(isFinal: isFinal) { remaining in
+                var attempt = request
+                attempt.totalTimeout = remaining.map { min(request.totalTimeout, $0) } ?? request.totalTimeout
+                attempt.connectTimeout = min(request.connectTimeout, attempt.totalTimeout)
+                return try send(attempt)
+            }
+        } catch let e as TransportError {
+            throw e.credentialError
+        } catch let e as CredentialError {
+            throw e
+        } catch {
+            throw CredentialError.temporary(failure)
+        }
+    }
+}
