@@ -19,7 +19,7 @@ _chatgpt_credential_profiles()
 _chatgpt_credential()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev= prefix=
-    local verbs="login get store erase status exec help"
+    local verbs="login get store erase status usage exec help"
     local globals="--profile --store --protocol --non-interactive --verbose -v --version --help -h"
     (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}
     COMPREPLY=()
@@ -98,6 +98,7 @@ _chatgpt_credential()
         store) opts+=" --from-codex" ;;
         erase) opts+=" --no-revoke" ;;
         status) opts+=" --json --all" ;;
+        usage) opts+=" --json" ;;
         exec) opts+=" --" ;;
     esac
 

@@ -72,9 +72,10 @@ complete -c $c -n __chatgpt_credential_no_verb -a get -d 'print a fresh access t
 complete -c $c -n __chatgpt_credential_no_verb -a store -d 'store a credential read from stdin'
 complete -c $c -n __chatgpt_credential_no_verb -a erase -d 'revoke and remove the stored credential'
 complete -c $c -n __chatgpt_credential_no_verb -a status -d 'show who is signed in (no secrets)'
+complete -c $c -n __chatgpt_credential_no_verb -a usage -d 'show the plan and rate-limit windows'
 complete -c $c -n __chatgpt_credential_no_verb -a exec -d 'run CMD with the token in its environment'
 complete -c $c -n __chatgpt_credential_no_verb -a help -d 'show help for a verb'
-complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status exec help'
+complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status usage exec help'
 
 # Global options, before or after the verb (not after exec's --).
 set -l g 'not __chatgpt_credential_in_exec_command'
@@ -109,6 +110,9 @@ complete -c $c -n '__chatgpt_credential_verb_is erase' -l no-revoke -d 'do not r
 # status
 complete -c $c -n '__chatgpt_credential_verb_is status' -l json -d 'machine-readable output'
 complete -c $c -n '__chatgpt_credential_verb_is status' -l all -d 'every profile in either store'
+
+# usage
+complete -c $c -n '__chatgpt_credential_verb_is usage' -l json -d 'plan, windows, credits as JSON'
 
 # exec -- CMD ARG…
 complete -c $c -n '__chatgpt_credential_verb_is exec; and not __chatgpt_credential_in_exec_command' -a -- -d 'the command follows'

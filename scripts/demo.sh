@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make demo: an offline, end-to-end walk-through for someone who just cloned the repository.
 # Starts the project's loopback test issuer (Tests/TestIssuer), signs in with the device flow
-# (approved automatically), then shows status, get, exec, a forced refresh and erase, all in a
+# (approved automatically), then shows status, get, usage, exec, a forced refresh and erase, all in a
 # throwaway HOME with the encrypted file store. Nothing is left behind; nothing leaves loopback.
 set -euo pipefail
 BIN=${1:?usage: scripts/demo.sh PATH-TO-chatgpt-credential}
@@ -29,6 +29,8 @@ for _ in $(seq 100); do grep -q '^PORT=' "$work/issuer-out" 2>/dev/null && break
 port=$(sed -n 's/^PORT=//p' "$work/issuer-out" | head -n1)
 [ -n "$port" ] || { echo "demo: the test issuer did not start" >&2; cat "$work/issuer-log" >&2; exit 1; }
 export CHATGPT_CREDENTIAL_ISSUER="http://127.0.0.1:$port"
+# The test issuer also plays the ChatGPT backend (GET /backend-api/wham/usage).
+export CHATGPT_CREDENTIAL_BACKEND="$CHATGPT_CREDENTIAL_ISSUER/backend-api"
 
 admin() { # admin METHOD PATH [JSON] — the test issuer's admin API
     python3 - "$CHATGPT_CREDENTIAL_ISSUER$2" "$1" "${3:-}" <<'PY'
@@ -58,6 +60,12 @@ step 'chatgpt-credential get                # the bearer token for $(…) in scr
 
 step chatgpt-credential get --account-id
 "$BIN" get --account-id
+
+step 'chatgpt-credential usage            # plan and rate-limit windows, from the same fresh token'
+"$BIN" usage
+
+step "chatgpt-credential usage --json | python3 -c '…primary window…'"
+"$BIN" usage --json | python3 -c 'import json,sys; w=json.load(sys.stdin)["windows"][0]; print(w["name"], w["window_seconds"], "s:", w["used_percent"], "% used, resets", w["resets_at"])'
 
 step "chatgpt-credential exec -- sh -c 'echo \$CHATGPT_ACCOUNT_ID has a \${#CHATGPT_ACCESS_TOKEN}-character token'"
 "$BIN" exec -- sh -c 'echo "$CHATGPT_ACCOUNT_ID has a ${#CHATGPT_ACCESS_TOKEN}-character token"'

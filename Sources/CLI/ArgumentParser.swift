@@ -165,6 +165,8 @@ public enum ArgumentParser {
             command = .erase(revoke: !has("--no-revoke"))
         case "status":
             command = .status(json: has("--json"), all: has("--all"))
+        case "usage":
+            command = .usage(json: has("--json"))
         case "exec":
             guard !rest.isEmpty else { throw CredentialError.usage("exec needs a command: chatgpt-credential exec -- CMD [ARG…]") }
             command = .exec(rest)

@@ -106,6 +106,18 @@ public enum CommandLineSpec {
                     OptionSpec("--json", "machine-readable output"),
                     OptionSpec("--all", "every profile found in either store"),
                  ]),
+        VerbSpec(name: "usage", synopsis: "usage [--json]",
+                 summary: "show the plan and rate-limit windows (5 h, 7 d) of the signed-in account",
+                 details: """
+                 Asks the ChatGPT backend (GET $CHATGPT_CREDENTIAL_BACKEND/wham/usage) with a fresh
+                 token, as get would; on a 401, refreshes once and retries once. Shows the plan, one
+                 line per window with used percent and when it resets, credits when reported, and
+                 additional limits under their names; a bar on a terminal, plain lines otherwise
+                 (also with NO_COLOR or TERM=dumb). No tokens are printed.
+                 """,
+                 options: [
+                    OptionSpec("--json", "print {plan, allowed, limit_reached, windows, credits, additional_limits} as JSON"),
+                 ]),
         VerbSpec(name: "exec", synopsis: "exec -- CMD [ARG…]",
                  summary: "run CMD with CHATGPT_ACCESS_TOKEN and CHATGPT_ACCOUNT_ID set",
                  details: """
@@ -153,6 +165,7 @@ public enum CommandLineSpec {
 
         Environment:
           CHATGPT_CREDENTIAL_ISSUER      OAuth issuer (default https://auth.openai.com; https, or http on loopback)
+          CHATGPT_CREDENTIAL_BACKEND     ChatGPT backend for usage (default https://chatgpt.com/backend-api; same rule)
           CHATGPT_CREDENTIAL_PASSPHRASE_FILE  file store: encrypt with this passphrase (age scrypt)
 
         As git-credential-chatgpt it speaks git's credential protocol; as

@@ -69,6 +69,8 @@ public final class Runner {
             return try status(g, json: json, all: all)
         case .erase(let revoke):
             return try erase(g, revoke: revoke)
+        case .usage(let json):
+            return try usage(g, json: json)
         case .exec(let argv):
             let fresh = try freshCredential(g, GetOptions())
             var env = services.environment

@@ -12,6 +12,8 @@ public enum CredentialError: Error, Equatable, Sendable {
     // 3: login required
     case notSignedIn(profile: String)
     case refreshRejected(profile: String, code: String)
+    /// The ChatGPT backend refused the access token (HTTP 401) also right after a refresh.
+    case backendRejected(profile: String)
     // 4: temporary
     case temporary(String)
     case lockTimeout(profile: String)
@@ -32,7 +34,7 @@ public enum CredentialError: Error, Equatable, Sendable {
         switch self {
         case .failure, .loginFailed: return 1
         case .usage, .badInput: return 2
-        case .notSignedIn, .refreshRejected: return 3
+        case .notSignedIn, .refreshRejected, .backendRejected: return 3
         case .temporary, .lockTimeout: return 4
         case .keyringLocked, .storeUnavailable, .storeNotAnswering, .storeCorrupt, .wrongKey, .permissionsTooOpen, .storeFailure: return 5
         }
@@ -51,6 +53,8 @@ public enum CredentialError: Error, Equatable, Sendable {
             text = p == "default" ? "not signed in; run: \(login)" : "profile '\(p)' is not signed in; run: \(login)"
         case .refreshRejected(let p, let code):
             text = "the issuer rejected the refresh token (\(code)); sign in again: \(Profile(unchecked: p).loginCommand)"
+        case .backendRejected(let p):
+            text = "the ChatGPT backend rejected the access token (HTTP 401), also right after a refresh; sign in again: \(Profile(unchecked: p).loginCommand)"
         case .temporary(let m): text = "\(m); try again later"
         case .lockTimeout(let p): text = "timed out waiting for another chatgpt-credential process refreshing profile '\(p)'; try again"
         case .keyringLocked(let m): text = m

@@ -310,25 +310,12 @@ public struct IssuerClient {
     private func send(_ method: String, _ path: String, body: [UInt8], contentType: String, policy: RetryPolicy,
                       isFinal: (HTTPResponse) -> Bool = { _ in false },
                       connectTimeout: Double? = nil, totalTimeout: Double? = nil) throws -> HTTPResponse {
-        let connect = connectTimeout ?? self.connectTimeout
-        let total = totalTimeout ?? self.totalTimeout
-        do {
-            return try policy.run(isFinal: isFinal) { remaining in
-                let t = remaining.map { min(total, $0) } ?? total
-                let request = HTTPRequest(
-                    method: method, url: config.url(path),
-                    headers: [HTTPHeader("Content-Type", contentType), HTTPHeader("Accept", "application/json")],
-                    body: body, connectTimeout: min(connect, t), totalTimeout: t,
-                    maxResponseBytes: maxResponseBytes, bypassProxy: config.isLoopback)
-                return try transport.send(request)
-            }
-        } catch let e as TransportError {
-            throw e.credentialError
-        } catch let e as CredentialError {
-            throw e
-        } catch {
-            throw CredentialError.temporary("the request to the issuer failed")
-        }
+        let request = HTTPRequest(
+            method: method, url: config.url(path),
+            headers: [HTTPHeader("Content-Type", contentType), HTTPHeader("Accept", "application/json")],
+            body: body, connectTimeout: connectTimeout ?? self.connectTimeout, totalTimeout: totalTimeout ?? self.totalTimeout,
+            maxResponseBytes: maxResponseBytes, bypassProxy: config.isLoopback)
+        return try transport.send(request, retrying: policy, isFinal: isFinal, failure: "the request to the issuer failed")
     }
 
     struct BodyProblem: Error { let reason: String }
@@ -338,9 +325,7 @@ public struct IssuerClient {
         if response.body.count > maxResponseBytes {
             return .failure(BodyProblem(reason: "the issuer's answer is larger than \(maxResponseBytes) bytes (HTTP \(response.status))"))
         }
-        let contentType = response.header("content-type")?.lowercased() ?? ""
-        let firstByte = response.body.first { !($0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D) }
-        if contentType.contains("html") || firstByte == UInt8(ascii: "<") {
+        if response.looksLikeHTML {
             return .failure(BodyProblem(reason: "the issuer answered with an HTML page instead of JSON (HTTP \(response.status)); a proxy or captive portal may be in the way"))
         }
         guard let json = try? JSON.parse(response.body, maxBytes: maxResponseBytes), json.isObject else {

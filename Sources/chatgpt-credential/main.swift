@@ -52,6 +52,7 @@ final class StandardConsole: Console {
 
     var stdinIsTerminal: Bool { isatty(0) == 1 }
     var stderrIsTerminal: Bool { isatty(2) == 1 }
+    var stdoutIsTerminal: Bool { !stdoutClosed && isatty(1) == 1 }
 
     /// nil when every byte was written, else the errno that stopped it.
     private func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32? {

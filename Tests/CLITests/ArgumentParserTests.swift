@@ -47,10 +47,21 @@ import Testing
         ["get", "--nope"], ["--profile", "bad name", "get"], ["--profile", String(repeating: "a", count: 65), "get"],
         ["--store", "cloud", "get"], ["--protocol", "ftp", "get"], ["login", "--device", "--browser"], ["exec"],
         ["get", "extra"], [], ["status", "--json=yes"], ["-x"],
+        ["usage", "--all"], ["usage", "--min-ttl", "600"], ["usage", "--json", "--json"], ["usage", "now"],
     ])
     func usageErrors(_ args: [String]) {
         #expect(throws: CredentialError.self) { try parse(args) }
         do { _ = try parse(args) } catch let e as CredentialError { #expect(e.exitCode == 2) } catch { Issue.record("\(error)") }
+    }
+
+    @Test func usageTakesJSONAndGlobalOptions() throws {
+        guard case .usage(let plain) = try parse(["usage"]).command else { Issue.record("not usage"); return }
+        #expect(!plain)
+        let inv = try parse(["usage", "--json", "--profile", "work", "-v"])
+        guard case .usage(let json) = inv.command else { Issue.record("not usage"); return }
+        #expect(json && inv.globals.profile.name == "work" && inv.globals.verbose)
+        guard case .help(let verb) = try parse(["usage", "--help"]).command else { Issue.record("not help"); return }
+        #expect(verb == "usage")
     }
 
     @Test func badEnvironmentValueIsUsage() {

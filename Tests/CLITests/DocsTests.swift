@@ -21,6 +21,7 @@ import Testing
     static let bashCompletion = repoRoot + "/completions/chatgpt-credential.bash"
     static let zshCompletion = repoRoot + "/completions/_chatgpt-credential"
     static let fishCompletion = repoRoot + "/completions/chatgpt-credential.fish"
+    static let readme = repoRoot + "/README.md"
 
     static var verbNames: [String] { CommandLineSpec.verbs.map(\.name) }
 
@@ -81,7 +82,8 @@ import Testing
         for needle in ["credential.https://chatgpt.com.helper chatgpt", "!chatgpt-credential --protocol git",
                        "\"credHelpers\": { \"chatgpt.com\": \"chatgpt\" }", "credentials not found in native keychain",
                        "max(300, --min-ttl)", "NAME.lock", "NAME.age", "CHATGPT_CREDENTIAL_ISSUER",
-                       "CHATGPT_CREDENTIAL_PASSPHRASE_FILE", "CHATGPT_CREDENTIAL_DBUS_TIMEOUT"] {
+                       "CHATGPT_CREDENTIAL_PASSPHRASE_FILE", "CHATGPT_CREDENTIAL_DBUS_TIMEOUT",
+                       "CHATGPT_CREDENTIAL_BACKEND", "$CHATGPT_CREDENTIAL_BACKEND/wham/usage", "no limits reported"] {
             #expect(text.contains(needle), "rendered man page lacks \(needle)")
         }
     }
@@ -120,6 +122,57 @@ import Testing
             #expect(Self.containsWord(text, "-l " + option.dropFirst(2)), "fish completion lacks -l \(option.dropFirst(2))")
         }
         for verb in Self.verbNames { #expect(Self.containsWord(text, "-a " + verb), "fish completion lacks verb \(verb)") }
+    }
+
+    // MARK: usage: the examples are what the renderer prints
+
+    /// The report behind the README's and the man page's `usage` examples, at Tue 1 Dec 2026 09:40 UTC.
+    static let usageNow: Int64 = 1_796_118_000
+    static let usageExample = UsageReport(
+        plan: "plus",
+        rateLimit: UsageLimit(allowed: true, limitReached: false, windows: [
+            UsageWindow(role: .primary, windowSeconds: 18000, usedPercent: 42, resetsAt: usageNow + 7380),
+            UsageWindow(role: .secondary, windowSeconds: 604800, usedPercent: 12.5, resetsAt: usageNow + 367200),
+        ]),
+        credits: UsageCredits(hasCredits: false, unlimited: false, balance: "0"),
+        additional: [NamedUsageLimit(name: "GPT-5-Codex-Mini", limit: UsageLimit(
+            windows: [UsageWindow(role: .primary, windowSeconds: 18000, usedPercent: 3, resetsAt: usageNow + 3600)]))])
+
+    static func usageExampleText(_ style: UsageRenderer.Style) -> String {
+        UsageRenderer(style: style, now: usageNow, localTime: UsageRendererTests.utc).text(usageExample, plan: "plus")
+    }
+
+    @Test func readmeShowsWhatUsagePrints() throws {
+        let readme = try Self.read(Self.readme)
+        let plain = Self.usageExampleText(.plain)
+        #expect(readme.contains("```console\n$ chatgpt-credential usage | cat\n" + plain + "```\n"), "README's plain usage example drifted:\n\(plain)")
+        // The terminal example is the terminal rendering without its colour codes.
+        var terminal = ""
+        var it = Self.usageExampleText(.terminal(unicode: true)).unicodeScalars.makeIterator()
+        while let c = it.next() {
+            if c == "\u{1b}" { while let d = it.next(), d != "m" {}; continue }
+            terminal.unicodeScalars.append(c)
+        }
+        #expect(readme.contains("```console\n$ chatgpt-credential usage\n" + terminal + "```\n"), "README's terminal usage example drifted:\n\(terminal)")
+        #expect(readme.contains("chatgpt-credential usage --json"))
+    }
+
+    @Test func manPageShowsWhatUsagePrints() throws {
+        let man = try Self.read(Self.manPage)
+        let plain = Self.usageExampleText(.plain)
+        #expect(man.contains(".Bd -literal -offset indent\n" + plain + ".Ed\n"), "the man page's usage example drifted:\n\(plain)")
+        #expect(man.contains(".It Ev CHATGPT_CREDENTIAL_BACKEND\n"))
+        #expect(man.contains("chatgpt-credential usage [--json]\n"))
+    }
+
+    @Test func helpNamesUsageAndItsBackend() throws {
+        let main = CommandLineSpec.mainHelp()
+        #expect(main.contains("\n  usage     show the plan and rate-limit windows"))
+        #expect(main.contains("CHATGPT_CREDENTIAL_BACKEND"))
+        let verb = try #require(CommandLineSpec.verb("usage"))
+        let help = CommandLineSpec.verbHelp(verb)
+        #expect(help.hasPrefix("Usage: chatgpt-credential [GLOBAL OPTIONS] usage [--json]\n"))
+        #expect(help.contains("--json") && help.contains("$CHATGPT_CREDENTIAL_BACKEND/wham/usage"))
     }
 
     // MARK: bash

@@ -12,6 +12,10 @@ Wire endpoints (see shared/reference/issuer-wire.md):
   POST /oauth/revoke                        revokes a refresh token's family
   POST /api/accounts/deviceauth/usercode    starts a device sign-in (404 when disabled)
   POST /api/accounts/deviceauth/token       pending until approve_after polls, then the code
+ChatGPT backend (CHATGPT_CREDENTIAL_BACKEND=http://127.0.0.1:PORT/backend-api):
+  GET  /backend-api/wham/usage              plan and rate-limit windows; 401 unless the bearer is
+                                            the latest access token of a live family and
+                                            ChatGPT-Account-Id is that family's account
 Admin endpoints (tests only):
   GET  /__admin/stats    counters, see Issuer.stats()
   POST /__admin/config   merges settings, see DEFAULT_CONFIG (faults: a queue for refresh grants)
@@ -69,7 +73,15 @@ DEFAULT_CONFIG = {
     #   {"status":500} {"status":429,"retry_after":2} {"status":401,"body":{...}} {"delay":5}
     #   {"html":true} {"huge":10485760} {"hang":true} {"drop_after_processing":true}
     #   {"redirect":"http://127.0.0.1:PORT/x","status":307} (Location answer, default status 302)
+    # GET /backend-api/wham/usage:
+    "usage_answer": "realistic",     # the body of an accepted request, one of USAGE_ANSWERS
+    "usage_body": None,              # instead: this object (sent as JSON) or string (sent as is)
+    "usage_faults": [],              # the same kind of queue as "faults", served before the token check
+    "usage_fault_always": None,      # one fault served to every usage request, e.g. {"status":500}
 }
+
+# Bodies for "usage_answer". Times are relative to the request; {plan} is the family's plan.
+USAGE_ANSWERS = ("realistic", "empty", "hostile_names", "huge_numbers", "nonsense_windows", "malformed", "not_object")
 
 
 def b64url(data: bytes) -> str:
@@ -101,7 +113,8 @@ class Issuer:
         self.auth_codes = {}       # code -> {challenge, redirect_uri, client_id, family_seed}
         self.devices = {}          # device_auth_id -> {user_code, polls, created, last_poll, ...}
         self.refresh_tokens = {}   # token -> {family, used, expired}
-        self.families = {}         # family -> {active, invalidated, claims}
+        self.families = {}         # family -> {active, active_access, invalidated, claims}
+        self.access_tokens = {}    # access token -> family
         self.counters = {
             "requests": {},
             "refresh_requests": 0, "refresh_success": 0, "refresh_reused": 0,
@@ -110,10 +123,12 @@ class Issuer:
             "authorize_requests": 0, "revocations": 0, "device_usercode": 0,
             "device_polls": 0, "device_polls_too_fast": 0, "seeds": 0,
             "refresh_in_flight_max": 0,
+            "usage_requests": 0, "usage_ok": 0, "usage_unauthorized": 0,
         }
         self.in_flight = 0
         self.last = {"refresh_token_seen": None, "revoked_token": None, "token_request_content_type": None,
-                     "token_request_body": None, "authorize_query": None, "refresh_client_id": None}
+                     "token_request_body": None, "authorize_query": None, "refresh_client_id": None,
+                     "usage_bearer": None, "usage_account_id": None, "usage_user_agent": None}
 
     def count(self, key, n=1):
         self.counters[key] = self.counters.get(key, 0) + n
@@ -166,6 +181,8 @@ class Issuer:
             access = access + "\x1b[2J"
         elif poison == "newline":
             access = access + "\nX-Injected: 1"
+        self.access_tokens[access] = family
+        fam["active_access"] = access
         return {
             "access_token": access,
             "refresh_token": self.new_refresh_token(family, expired=refresh_expired),
@@ -177,7 +194,7 @@ class Issuer:
 
     def new_family(self, claims) -> str:
         family = "fam_" + secrets.token_hex(6)
-        self.families[family] = {"active": None, "invalidated": False, "claims": claims}
+        self.families[family] = {"active": None, "active_access": None, "invalidated": False, "claims": claims}
         return family
 
 
@@ -254,6 +271,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.authorize(url.query)
         if url.path == "/__admin/stats":
             return self.send_json(200, ISSUER.stats())
+        if url.path == "/backend-api/wham/usage":
+            return self.usage()
         if url.path == "/codex/device":
             return self.send_raw(200, b"<html><body>Enter your code</body></html>", "text/html")
         self.send_json(404, {"error": {"code": "not_found", "message": "no such endpoint"}})
@@ -499,6 +518,41 @@ class Handler(BaseHTTPRequestHandler):
                 ISSUER.families[entry["family"]]["invalidated"] = True
         self.send_json(200, {})
 
+    # -- /backend-api/wham/usage ----------------------------------------------------------------
+
+    def usage(self):
+        auth = self.headers.get("Authorization") or ""
+        bearer = auth[len("Bearer "):] if auth.startswith("Bearer ") else None
+        account = self.headers.get("ChatGPT-Account-Id")
+        with ISSUER.lock:
+            ISSUER.count("usage_requests")
+            ISSUER.last["usage_bearer"] = bearer
+            ISSUER.last["usage_account_id"] = account
+            ISSUER.last["usage_user_agent"] = self.headers.get("User-Agent")
+            cfg = ISSUER.config
+            fault = cfg["usage_faults"].pop(0) if cfg["usage_faults"] else cfg.get("usage_fault_always")
+            if fault is not None:
+                ISSUER.count("faults_served")
+        if fault is not None and self.serve_fault(fault):
+            return
+        with ISSUER.lock:
+            family = ISSUER.access_tokens.get(bearer or "")
+            fam = ISSUER.families.get(family) if family else None
+            if fam is None or fam["invalidated"] or fam["active_access"] != bearer or account != fam["claims"]["account_id"]:
+                ISSUER.count("usage_unauthorized")
+                return self.send_json(401, {"detail": "Could not validate your credentials"})
+            ISSUER.count("usage_ok")
+            body = cfg.get("usage_body")
+            answer = cfg.get("usage_answer") or "realistic"
+            plan = fam["claims"]["plan"]
+        if body is None:
+            if answer not in USAGE_ANSWERS:
+                return self.send_json(500, {"detail": "unknown usage_answer " + str(answer)})
+            body = usage_answer(answer, plan, int(time.time()))
+        if isinstance(body, str):
+            return self.send_raw(200, body.encode("utf-8"))
+        self.send_json(200, body)
+
     # -- device flow ----------------------------------------------------------------------------
 
     def device_usercode(self, raw: bytes):
@@ -572,7 +626,7 @@ class Handler(BaseHTTPRequestHandler):
             if unknown:
                 return self.send_json(400, {"error": "unknown settings", "keys": unknown})
             for k, v in p.items():
-                ISSUER.config[k] = list(v) if k in ("faults", "exchange_faults", "device_faults") else v
+                ISSUER.config[k] = list(v) if k in ("faults", "exchange_faults", "device_faults", "usage_faults") else v
             cfg = json.loads(json.dumps(ISSUER.config))
         self.send_json(200, cfg)
 
@@ -600,6 +654,64 @@ class Handler(BaseHTTPRequestHandler):
         with ISSUER.lock:
             ISSUER.reset()
         self.send_json(200, {})
+
+
+def usage_window(used, seconds, after, now):
+    return {"used_percent": used, "limit_window_seconds": seconds, "reset_after_seconds": after, "reset_at": now + after}
+
+
+def usage_answer(kind, plan, now):
+    """The body of an accepted usage request (see USAGE_ANSWERS)."""
+    if kind == "empty":
+        return {}
+    if kind == "malformed":
+        return '{"plan_type": "plus", "rate_limit": {"primary_window": {"used_percent": 4'
+    if kind == "not_object":
+        return '[{"plan_type": "plus"}]'
+    if kind == "hostile_names":
+        return {
+            "plan_type": "pro\u001b[31m\r\n\u0085",
+            "rate_limit": {"allowed": True, "limit_reached": False,
+                           "primary_window": usage_window(10, 18000, 600, now)},
+            "credits": {"has_credits": True, "unlimited": False, "balance": "1\u001b]52;c;ZWNobyBwd25lZA==\u00072"},
+            "additional_rate_limits": [{
+                "limit_name": "evil\u001b]52;c;ZWNobyBwd25lZA==\u0007\u009b31m\u202e\u001b[2J",
+                "metered_feature": "x\u001b[1;1H\u007f",
+                "rate_limit": {"primary_window": usage_window(20, 3600, 60, now)},
+            }],
+        }
+    if kind == "huge_numbers":
+        huge = 1e308
+        return {
+            "plan_type": "plus",
+            "rate_limit": {"primary_window": {"used_percent": huge, "limit_window_seconds": huge,
+                                              "reset_after_seconds": huge, "reset_at": huge},
+                           "secondary_window": {"used_percent": -huge, "limit_window_seconds": 10 ** 30,
+                                                "reset_after_seconds": -(10 ** 30), "reset_at": 10 ** 40}},
+            "credits": {"balance": huge},
+        }
+    if kind == "nonsense_windows":
+        return {
+            "plan_type": "plus",
+            "rate_limit": {"primary_window": {"used_percent": "42", "limit_window_seconds": 0,
+                                              "reset_after_seconds": 99999999, "reset_at": "soon"},
+                           "secondary_window": {"used_percent": 142, "limit_window_seconds": -604800,
+                                                "reset_at": now - 10 * 86400}},
+        }
+    return {  # realistic
+        "plan_type": plan,
+        "rate_limit": {"allowed": True, "limit_reached": False,
+                       "primary_window": usage_window(42, 18000, 2 * 3600 + 3 * 60 + 30, now),
+                       "secondary_window": usage_window(12.5, 604800, 4 * 86400 + 6 * 3600 + 30, now)},
+        "credits": {"has_credits": False, "unlimited": False, "balance": "0"},
+        "additional_rate_limits": [{
+            "limit_name": "GPT-5-Codex-Mini", "metered_feature": "codex_mini",
+            "rate_limit": {"allowed": True, "limit_reached": False,
+                           "primary_window": usage_window(3, 18000, 3600 + 30, now)},
+        }],
+        "rate_limit_reached_type": None,
+        "some_future_field": {"ignored": True},
+    }
 
 
 class Server(ThreadingHTTPServer):

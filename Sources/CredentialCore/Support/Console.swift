@@ -15,6 +15,12 @@ public protocol Console: AnyObject {
     func readSome(_ max: Int) throws -> [UInt8]
     var stdinIsTerminal: Bool { get }
     var stderrIsTerminal: Bool { get }
+    var stdoutIsTerminal: Bool { get }
+}
+
+extension Console {
+    /// Consoles that are not a process's own (tests) print plain text.
+    public var stdoutIsTerminal: Bool { false }
 }
 
 /// How a run ends: an exit status, or (for `exec`) replacing this process with another.

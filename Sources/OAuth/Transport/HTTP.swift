@@ -61,6 +61,13 @@ public struct HTTPResponse: Equatable, Sendable {
     }
 
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
+
+    /// An HTML page (by its content type or its first non-space byte) where JSON was expected:
+    /// usually a proxy, a captive portal or a bot check.
+    public var looksLikeHTML: Bool {
+        let firstByte = body.first { !($0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D) }
+        return (header("content-type")?.lowercased() ?? "").contains("html") || firstByte == UInt8(ascii: "<")
+    }
 }
 
 /// Why a request got no HTTP response. Transports throw this (or `CredentialError.temporary`);
@@ -105,4 +112,27 @@ public struct TransportError: Error, Equatable, Sendable {
 /// `CredentialError.temporary`; both mean exit 4 to the caller. Never follows redirects.
 public protocol HTTPTransport {
     func send(_ request: HTTPRequest) throws -> HTTPResponse
+}
+
+extension HTTPTransport {
+    /// Sends `request` with `policy`'s retries; a retry's timeouts are cut to what is left of the
+    /// budget. Throws only `CredentialError`: no response at all is `.temporary` (exit 4), named
+    /// by the transport or else by `failure`.
+    public func send(_ request: HTTPRequest, retrying policy: RetryPolicy, isFinal: (HTTPResponse) -> Bool = { _ in false },
+                     failure: String) throws -> HTTPResponse {
+        do {
+            return try policy.run(isFinal: isFinal) { remaining in
+                var attempt = request
+                attempt.totalTimeout = remaining.map { min(request.totalTimeout, $0) } ?? request.totalTimeout
+                attempt.connectTimeout = min(request.connectTimeout, attempt.totalTimeout)
+                return try send(attempt)
+            }
+        } catch let e as TransportError {
+            throw e.credentialError
+        } catch let e as CredentialError {
+            throw e
+        } catch {
+            throw CredentialError.temporary(failure)
+        }
+    }
 }

@@ -1,0 +1,56 @@
+import CredentialCore
+import OAuth
+import Credentials
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `usage [--json]` (SPEC "Verbs"): the plan and rate-limit windows of the signed-in account,
+/// from `GET $CHATGPT_CREDENTIAL_BACKEND/wham/usage` with the token `get` would print. On a 401,
+/// one refresh and one retry. Exit codes as for `get`; an answer without windows is exit 0.
+extension Runner {
+    func usage(_ g: GlobalOptions, json: Bool) throws -> Outcome {
+        // Before anything could reach the network, a refresh included.
+        let backend = try BackendConfig.fromEnvironment(services.environment)
+        let client = UsageClient(config: backend, userAgent: "\(CommandLineSpec.programName)/\(CommandLineSpec.version)")
+        var fresh = try usageToken(g, rejected: nil)
+        verbose(g, "GET \(backend.url(UsageClient.usagePath)) for account \(fresh.document.accountId)")
+        var answer = try client.fetch(accessToken: fresh.document.accessToken, accountId: fresh.document.accountId, now: services.now)
+        if answer == .unauthorized {
+            verbose(g, "the backend refused the access token (HTTP 401); refreshing once and retrying")
+            let rejected = fresh.document
+            fresh = try usageToken(g, rejected: rejected)
+            guard fresh.document.accessToken != rejected.accessToken else {
+                // The refresh did not happen; the coordinator has said why on stderr.
+                if let code = fresh.document.refreshRejected {
+                    throw CredentialError.refreshRejected(profile: g.profile.name, code: code)
+                }
+                throw CredentialError.temporary("the ChatGPT backend refused the access token (HTTP 401) and it could not be refreshed")
+            }
+            answer = try client.fetch(accessToken: fresh.document.accessToken, accountId: fresh.document.accountId, now: services.now)
+        }
+        guard case .report(let report) = answer else { throw CredentialError.backendRejected(profile: g.profile.name) }
+
+        let tokenPlan = Sanitize.line(fresh.document.plan, limit: 40)
+        let plan = report.plan ?? (tokenPlan.isEmpty ? nil : tokenPlan)
+        if json {
+            try console.out(UsageRenderer.json(report, plan: plan))
+        } else {
+            let style = UsageRenderer.style(stdoutIsTerminal: console.stdoutIsTerminal, environment: services.environment)
+            try console.out(UsageRenderer(style: style, now: services.now()).text(report, plan: plan))
+        }
+        return .exit(0)
+    }
+
+    /// The one place `usage` reaches the owner. `rejected == nil`: the token `get` would print
+    /// (refreshed first when it is inside the refresh window). Otherwise the backend refused
+    /// `rejected`: one refresh through the owner, unless another process already replaced that
+    /// token (the owner re-reads the store under the lock and returns what it finds).
+    func usageToken(_ g: GlobalOptions, rejected: TokenDocument?) throws -> FreshCredential {
+        guard let rejected else { return try freshCredential(g, GetOptions()) }
+        let fresh = try owner(g).freshAfterRejection(of: rejected.accessToken, Freshness())
+        if fresh.refreshed { verbose(g, "refreshed; new token expires \(Clock.rfc3339(fresh.document.expiresAt))") }
+        for n in fresh.notices { console.err("chatgpt-credential: " + n) }
+        return fresh
+    }
+}
