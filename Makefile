@@ -24,7 +24,7 @@ APT_PACKAGES := libsecret-1-dev libsodium-dev libcurl4-openssl-dev pkg-config \
                 python3-dockerpycreds golang-docker-credential-helpers \
                 mandoc man-db zsh fish hyperfine procps util-linux time openssl bash-completion strace
 
-.PHONY: help deps apt-packages build release run test test-unit bench bench-smoke demo install uninstall lint-man fuzz clean
+.PHONY: help deps apt-packages build release run test test-unit bench bench-smoke demo install uninstall lint-man fuzz fuzz-smoke clean
 
 help:
 	@echo "make deps       install the system packages (apt-get; run as root)"
@@ -32,6 +32,7 @@ help:
 	@echo "make test       the whole test suite in a throwaway D-Bus session with gnome-keyring"
 	@echo "make demo       an offline walk-through against the local test issuer"
 	@echo "make bench      benchmarks against the C reference helpers -> bench/results.md"
+	@echo "make fuzz       every libFuzzer target for FUZZ_SECONDS (60) each; fuzz-smoke: 10 s each"
 	@echo "make install    PREFIX=/usr/local DESTDIR= ; make uninstall reverses it"
 
 # The package list, for scripts (.ci/run installs exactly this).
@@ -73,8 +74,14 @@ bench-smoke: release
 demo: release
 	scripts/demo.sh "$(RELEASE_BIN)"
 
+# libFuzzer targets (fuzz/README.md), built by SwiftPM into .build/fuzz. Each target first replays
+# its committed corpus, then fuzzes: FUZZ_SECONDS per target for `fuzz`, 10 s for `fuzz-smoke` (CI).
+FUZZ_SECONDS ?= 60
 fuzz:
-	fuzz/run.sh
+	fuzz/run.sh $(FUZZ_SECONDS)
+
+fuzz-smoke:
+	fuzz/run.sh 10
 
 install: release
 	install -d $(BINDIR) $(MANDIR) $(BASHCOMPDIR) $(ZSHCOMPDIR) $(FISHCOMPDIR)

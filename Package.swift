@@ -86,3 +86,39 @@ let package = Package(
     ],
     swiftLanguageModes: [.v5]
 )
+
+// libFuzzer targets (fuzz/README.md), one per parser of outside bytes. They exist only when
+// CHATGPT_CREDENTIAL_FUZZ=1 (fuzz/run.sh sets it and builds with --sanitize=fuzzer into
+// .build/fuzz): a fuzz target has no `main`, it links only against libFuzzer's, so plain
+// `swift build` and `swift test` must never see one. In that mode the package is the library
+// modules plus the fuzz targets: the tool's executable and the tests are left out, because under
+// --sanitize=fuzzer SwiftPM compiles every executable with -parse-as-library, which main.swift's
+// top-level code cannot be.
+// Adding a target: one line here, plus fuzz/targets/NAME/NAME.swift and fuzz/corpus/NAME/.
+let fuzzTargets: [(name: String, fuzzes: [Target.Dependency])] = [
+    ("age", ["Age"]),
+    ("base64", ["Secrets"]),
+    ("clock", ["CredentialCore"]),
+    ("config", ["Age", "OAuth", "CredentialCore"]),
+    ("docker", ["HelperProtocols", "CredentialCore"]),
+    ("git", ["HelperProtocols", "CredentialCore"]),
+    ("hosts", ["HelperProtocols"]),
+    ("issuer", ["OAuth", "CredentialCore"]),
+    ("json", ["CredentialCore"]),
+    ("jwt", ["CredentialCore", "Secrets"]),
+    ("loopback", ["OAuth", "CredentialCore"]),
+    ("pasteback", ["OAuth", "CredentialCore"]),
+    ("token_document", ["CredentialCore", "HelperProtocols"]),
+    ("token_import", ["HelperProtocols", "CredentialCore"]),
+]
+if Context.environment["CHATGPT_CREDENTIAL_FUZZ"] == "1" {
+    package.products.removeAll { $0.name == "chatgpt-credential" }
+    package.targets.removeAll { $0.type == .executable || $0.type == .test }
+    package.targets.append(.target(name: "FuzzSupport", dependencies: ["CredentialCore"], path: "fuzz/Support"))
+    for t in fuzzTargets {
+        package.targets.append(.executableTarget(
+            name: "fuzz-" + t.name, dependencies: ["FuzzSupport"] + t.fuzzes, path: "fuzz/targets/" + t.name,
+            // gold prints ~150 "cannot export local symbol __asan_…" warnings per link; lld none.
+            linkerSettings: [.unsafeFlags(["-use-ld=lld"])]))
+    }
+}
