@@ -92,9 +92,9 @@ let package = Package(
 // CHATGPT_CREDENTIAL_FUZZ=1 (fuzz/run.sh sets it and builds with --sanitize=fuzzer into
 // .build/fuzz): a fuzz target has no `main`, it links only against libFuzzer's, so plain
 // `swift build` and `swift test` must never see one. In that mode the package is the library
-// modules plus the fuzz targets: the tool's executable and the tests are left out, because under
-// --sanitize=fuzzer SwiftPM compiles every executable with -parse-as-library, which main.swift's
-// top-level code cannot be.
+// modules plus the fuzz targets; the tool's executable and the tests (with Tests/TestSupport)
+// are left out, because under --sanitize=fuzzer SwiftPM compiles every executable with
+// -parse-as-library, which main.swift's top-level code cannot be.
 // Adding a target: one line here, plus fuzz/targets/NAME/NAME.swift and fuzz/corpus/NAME/.
 let fuzzTargets: [(name: String, fuzzes: [Target.Dependency])] = [
     ("age", ["Age"]),
@@ -114,7 +114,7 @@ let fuzzTargets: [(name: String, fuzzes: [Target.Dependency])] = [
 ]
 if Context.environment["CHATGPT_CREDENTIAL_FUZZ"] == "1" {
     package.products.removeAll { $0.name == "chatgpt-credential" }
-    package.targets.removeAll { $0.type == .executable || $0.type == .test }
+    package.targets.removeAll { $0.type == .executable || $0.type == .test || $0.path?.hasPrefix("Tests/") == true }
     package.targets.append(.target(name: "FuzzSupport", dependencies: ["CredentialCore"], path: "fuzz/Support"))
     for t in fuzzTargets {
         package.targets.append(.executableTarget(

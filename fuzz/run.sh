@@ -82,7 +82,11 @@ run_target() {
     corp=$(find "$corpus" -type f | wc -l)
     crash=$(find "$art" -type f | head -1)
     if [ $rc -eq 0 ] && [ -z "$crash" ]; then
-        echo "PASS $t: $seeds seeds replayed, ${runs:-0} runs in ${took}s, cov ${cov:-?}, corpus $seeds -> $corp" >"$dir/result"
+        if [ "$SECONDS_EACH" -gt 0 ]; then
+            echo "PASS $t: $seeds seeds replayed, ${runs:-?} runs in ${took}s, cov ${cov:-?}, corpus $seeds -> $corp" >"$dir/result"
+        else
+            echo "PASS $t: $seeds seeds replayed in ${took}s, cov ${cov:-?}" >"$dir/result"
+        fi
         return
     fi
     echo "FAIL $t: exit $rc after ${took}s${crash:+, input $crash}" >"$dir/result"
