@@ -91,10 +91,11 @@ let package = Package(
 // libFuzzer targets (fuzz/README.md), one per parser of outside bytes. They exist only when
 // CHATGPT_CREDENTIAL_FUZZ=1 (fuzz/run.sh sets it and builds with --sanitize=fuzzer into
 // .build/fuzz): a fuzz target has no `main`, it links only against libFuzzer's, so plain
-// `swift build` and `swift test` must never see one. In that mode the package is the library
-// modules plus the fuzz targets; the tool's executable and the tests (with Tests/TestSupport)
-// are left out, because under --sanitize=fuzzer SwiftPM compiles every executable with
-// -parse-as-library, which main.swift's top-level code cannot be.
+// `swift build` and `swift test` must never see one. In that mode the package is the fuzz
+// targets and the modules they import, directly or not, and nothing else: that keeps the
+// instrumented build short (CI builds it from nothing), and leaves out the tool's executable,
+// whose top-level main.swift cannot be compiled with the -parse-as-library that SwiftPM uses
+// for every executable under --sanitize=fuzzer.
 // Adding a target: one line here, plus fuzz/targets/NAME/NAME.swift and fuzz/corpus/NAME/.
 let fuzzTargets: [(name: String, fuzzes: [Target.Dependency])] = [
     ("age", ["Age"]),
@@ -113,13 +114,22 @@ let fuzzTargets: [(name: String, fuzzes: [Target.Dependency])] = [
     ("token_import", ["HelperProtocols", "CredentialCore"]),
 ]
 if Context.environment["CHATGPT_CREDENTIAL_FUZZ"] == "1" {
-    package.products.removeAll { $0.name == "chatgpt-credential" }
-    package.targets.removeAll { $0.type == .executable || $0.type == .test || $0.path?.hasPrefix("Tests/") == true }
-    package.targets.append(.target(name: "FuzzSupport", dependencies: ["CredentialCore"], path: "fuzz/Support"))
-    for t in fuzzTargets {
-        package.targets.append(.executableTarget(
-            name: "fuzz-" + t.name, dependencies: ["FuzzSupport"] + t.fuzzes, path: "fuzz/targets/" + t.name,
-            // gold prints ~150 "cannot export local symbol __asan_…" warnings per link; lld none.
-            linkerSettings: [.unsafeFlags(["-use-ld=lld"])]))
+    let fuzz = [Target.target(name: "FuzzSupport", dependencies: ["CredentialCore"], path: "fuzz/Support")]
+        + fuzzTargets.map { t in
+            .executableTarget(
+                name: "fuzz-" + t.name, dependencies: ["FuzzSupport"] + t.fuzzes, path: "fuzz/targets/" + t.name,
+                // gold prints ~150 "cannot export local symbol __asan_…" warnings per link; lld none.
+                linkerSettings: [.unsafeFlags(["-use-ld=lld"])])
+        }
+    var imported = Set<String>()
+    var pending = fuzz.flatMap(\.dependencies)
+    while let dependency = pending.popLast() {
+        switch dependency {
+        case .byNameItem(let name, _), .targetItem(let name, _):
+            if imported.insert(name).inserted { pending += package.targets.first { $0.name == name }?.dependencies ?? [] }
+        default: continue
+        }
     }
+    package.products = []
+    package.targets = package.targets.filter { imported.contains($0.name) } + fuzz
 }
