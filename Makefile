@@ -38,7 +38,7 @@ APT_PACKAGES := libsecret-1-dev libsodium-dev libcurl4-openssl-dev pkg-config \
                 mandoc man-db zsh fish hyperfine procps util-linux time openssl bash-completion strace \
                 dpkg-dev binutils lintian mmdebstrap debian-archive-keyring mount
 
-.PHONY: help deps apt-packages build release run test test-unit bench bench-smoke demo install uninstall lint-man fuzz clean \
+.PHONY: help deps apt-packages build release run test test-unit bench bench-smoke demo install uninstall lint-man fuzz fuzz-smoke clean \
         version deb dist lint-deb test-package
 
 help:
@@ -47,6 +47,7 @@ help:
 	@echo "make test       the whole test suite in a throwaway D-Bus session with gnome-keyring"
 	@echo "make demo       an offline walk-through against the local test issuer"
 	@echo "make bench      benchmarks against the C reference helpers -> bench/results.md"
+	@echo "make fuzz       every libFuzzer target for FUZZ_SECONDS (60) each; fuzz-smoke: 10 s each"
 	@echo "make install    PREFIX=/usr/local DESTDIR= ; make uninstall reverses it"
 	@echo "make deb        dist/chatgpt-credential_VERSION_ARCH.deb (dpkg-deb; no Swift needed to install it)"
 	@echo "make dist       the .deb, dist/chatgpt-credential-VERSION-linux-ARCH.tar.gz and dist/SHA256SUMS"
@@ -98,8 +99,14 @@ bench-smoke: release
 demo: release
 	scripts/demo.sh "$(RELEASE_BIN)"
 
+# libFuzzer targets (fuzz/README.md), built by SwiftPM into .build/fuzz. Each target first replays
+# its committed corpus, then fuzzes: FUZZ_SECONDS per target for `fuzz`, 10 s for `fuzz-smoke` (CI).
+FUZZ_SECONDS ?= 60
 fuzz:
-	fuzz/run.sh
+	fuzz/run.sh $(FUZZ_SECONDS)
+
+fuzz-smoke:
+	fuzz/run.sh 10
 
 install: release
 	install -d $(BINDIR) $(MANDIR) $(BASHCOMPDIR) $(ZSHCOMPDIR) $(FISHCOMPDIR)

@@ -81,8 +81,56 @@ let package = Package(
         .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["CLI", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Age", "Secrets", "chatgpt-credential"]
+            dependencies: ["CLI", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Age", "Secrets", "chatgpt-credential"],
+            exclude: ["Fixtures"] // Python servers the tests start by path (Harness.repoRoot + "/Tests/EndToEndTests/Fixtures/…")
         ),
     ],
     swiftLanguageModes: [.v5]
 )
+
+// libFuzzer targets (fuzz/README.md), one per parser of outside bytes. They exist only when
+// CHATGPT_CREDENTIAL_FUZZ=1 (fuzz/run.sh sets it and builds with --sanitize=fuzzer into
+// .build/fuzz): a fuzz target has no `main`, it links only against libFuzzer's, so plain
+// `swift build` and `swift test` must never see one. In that mode the package is the fuzz
+// targets and the modules they import, directly or not, and nothing else: that keeps the
+// instrumented build short (CI builds it from nothing), and leaves out the tool's executable,
+// whose top-level main.swift cannot be compiled with the -parse-as-library that SwiftPM uses
+// for every executable under --sanitize=fuzzer.
+// Adding a target: one line here, plus fuzz/targets/NAME/NAME.swift and fuzz/corpus/NAME/.
+let fuzzTargets: [(name: String, fuzzes: [Target.Dependency])] = [
+    ("age", ["Age"]),
+    ("base64", ["Secrets"]),
+    ("clock", ["CredentialCore"]),
+    ("config", ["Age", "OAuth", "CredentialCore"]),
+    ("docker", ["HelperProtocols", "CredentialCore"]),
+    ("git", ["HelperProtocols", "CredentialCore"]),
+    ("hosts", ["HelperProtocols"]),
+    ("issuer", ["OAuth", "CredentialCore"]),
+    ("json", ["CredentialCore"]),
+    ("jwt", ["CredentialCore", "Secrets"]),
+    ("loopback", ["OAuth", "CredentialCore"]),
+    ("pasteback", ["OAuth", "CredentialCore"]),
+    ("token_document", ["CredentialCore", "HelperProtocols"]),
+    ("token_import", ["HelperProtocols", "CredentialCore"]),
+    ("usage", ["CLI", "OAuth", "CredentialCore"]),
+]
+if Context.environment["CHATGPT_CREDENTIAL_FUZZ"] == "1" {
+    let fuzz = [Target.target(name: "FuzzSupport", dependencies: ["CredentialCore"], path: "fuzz/Support")]
+        + fuzzTargets.map { t in
+            .executableTarget(
+                name: "fuzz-" + t.name, dependencies: ["FuzzSupport"] + t.fuzzes, path: "fuzz/targets/" + t.name,
+                // gold prints ~150 "cannot export local symbol __asan_…" warnings per link; lld none.
+                linkerSettings: [.unsafeFlags(["-use-ld=lld"])])
+        }
+    var imported = Set<String>()
+    var pending = fuzz.flatMap(\.dependencies)
+    while let dependency = pending.popLast() {
+        switch dependency {
+        case .byNameItem(let name, _), .targetItem(let name, _):
+            if imported.insert(name).inserted { pending += package.targets.first { $0.name == name }?.dependencies ?? [] }
+        default: continue
+        }
+    }
+    package.products = []
+    package.targets = package.targets.filter { imported.contains($0.name) } + fuzz
+}

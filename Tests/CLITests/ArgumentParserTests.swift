@@ -43,15 +43,30 @@ import Testing
     }
 
     @Test(arguments: [
-        ["bogus"], ["get", "--json", "--env"], ["get", "--min-ttl"], ["get", "--min-ttl", "-5"], ["get", "--min-ttl", "abc"],
-        ["get", "--nope"], ["--profile", "bad name", "get"], ["--profile", String(repeating: "a", count: 65), "get"],
-        ["--store", "cloud", "get"], ["--protocol", "ftp", "get"], ["login", "--device", "--browser"], ["exec"],
-        ["get", "extra"], [], ["status", "--json=yes"], ["-x"],
-        ["usage", "--all"], ["usage", "--min-ttl", "600"], ["usage", "--json", "--json"], ["usage", "now"],
+        (["bogus"], "unknown verb 'bogus'"),
+        (["get", "--json", "--env"], "choose one of --account-id, --id-token, --json, --header, --env"),
+        (["get", "--min-ttl"], "option --min-ttl needs a value (SECONDS)"),
+        (["get", "--min-ttl", "-5"], "invalid value '-5' for --min-ttl: a number of seconds from 0 to 31622400"),
+        (["get", "--min-ttl", "abc"], "invalid value 'abc' for --min-ttl: a number of seconds from 0 to 31622400"),
+        (["get", "--nope"], "unknown option '--nope' for 'get'"),
+        (["--profile", "bad name", "get"], "invalid profile name 'bad name': use 1-64 of A-Z a-z 0-9 . _ -"),
+        (["--profile", String(repeating: "a", count: 65), "get"],
+         "invalid profile name '\(String(repeating: "a", count: 65))': use 1-64 of A-Z a-z 0-9 . _ -"),
+        (["--store", "cloud", "get"], "invalid value 'cloud' for --store: use auto, secret-service or file"),
+        (["--protocol", "ftp", "get"], "invalid value 'ftp' for --protocol: use plain, git or docker"),
+        (["login", "--device", "--browser"], "choose one of --device, --browser, --no-browser"),
+        (["exec"], "exec needs a command: chatgpt-credential exec -- CMD [ARG…]"),
+        (["get", "extra"], "unexpected argument 'extra'"),
+        ([], "missing verb"),
+        (["status", "--json=yes"], "option --json takes no value"),
+        (["-x"], "unknown option '-x'"),
+        (["usage", "--all"], "unknown option '--all' for 'usage'"),
+        (["usage", "--min-ttl", "600"], "unknown option '--min-ttl' for 'usage'"),
+        (["usage", "--json", "--json"], "option --json given twice"),
+        (["usage", "now"], "unexpected argument 'now'"),
     ])
-    func usageErrors(_ args: [String]) {
-        #expect(throws: CredentialError.self) { try parse(args) }
-        do { _ = try parse(args) } catch let e as CredentialError { #expect(e.exitCode == 2) } catch { Issue.record("\(error)") }
+    func usageErrors(_ args: [String], _ message: String) {
+        #expect(throws: CredentialError.usage(message)) { try parse(args) } // exit 2
     }
 
     @Test func usageTakesJSONAndGlobalOptions() throws {
@@ -65,7 +80,9 @@ import Testing
     }
 
     @Test func badEnvironmentValueIsUsage() {
-        #expect(throws: CredentialError.self) { try parse(["get"], env: ["CHATGPT_CREDENTIAL_STORE": "nowhere"]) }
+        #expect(throws: CredentialError.usage("invalid value 'nowhere' for CHATGPT_CREDENTIAL_STORE: use auto, secret-service or file")) {
+            try parse(["get"], env: ["CHATGPT_CREDENTIAL_STORE": "nowhere"])
+        }
     }
 
     @Test func execTakesEverythingAfterDoubleDash() throws {

@@ -20,7 +20,9 @@ import Testing
     @Test func refusesUnsafeValues() {
         var bad = doc
         bad.accessToken = "a\u{1b}[2Jb"
-        #expect(throws: CredentialError.self) { try GetFormatter.format(bad, .token) }
+        #expect(throws: CredentialError.storeCorrupt("the stored access token contains characters a token cannot have; sign in again: chatgpt-credential login")) {
+            try GetFormatter.format(bad, .token)
+        }
         #expect(GetFormatter.shellQuote("it's") == "'it'\\''s'")
     }
 }

@@ -17,7 +17,7 @@ import Testing
         #expect(throws: JSONError.self) { try JSON.parse(text) }
     }
 
-    /// Found by fuzz/targets/json.swift (2026-11-29): `1e309` parsed as +infinity, and
+    /// Found by fuzz/targets/json (2026-11-29): `1e309` parsed as +infinity, and
     /// serialize wrote it back as `inf`, which is not JSON.
     @Test(arguments: ["1e309", "-1e309", "[1E400]", "{\"exp\":123456789e999}"])
     func rejectsNumbersOutOfDoubleRange(_ text: String) {

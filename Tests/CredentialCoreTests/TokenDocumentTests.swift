@@ -20,7 +20,7 @@ import Testing
         #expect(d.lastRefresh == 1_800_000_000)
     }
 
-    /// Found by fuzz/targets/token_document.swift (2026-11-29): a stored document whose time is a
+    /// Found by fuzz/targets/token_document (2026-11-29): a stored document whose time is a
     /// number beyond Int64 (`1e300`) crashed the process in `Int64(_:)` instead of reading as
     /// "unknown". A damaged keyring item or file must never crash `get`.
     @Test(arguments: ["1e300", "-1e300", "9.3e18", "-9.3e18", "1e15"])

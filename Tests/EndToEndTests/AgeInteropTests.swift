@@ -20,7 +20,7 @@ import Testing
 
     func bytes(_ path: String) -> [UInt8]? { FileManager.default.contents(atPath: path).map(Array.init) }
     func put(_ path: String, _ data: [UInt8], mode: mode_t = 0o600) {
-        FileManager.default.createFile(atPath: path, contents: Data(data))
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(data)), "cannot write \(path)")
         chmod(path, mode)
     }
     func mode(_ path: String) -> mode_t {

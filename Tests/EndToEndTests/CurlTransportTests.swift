@@ -225,7 +225,12 @@ import Testing
         #expect(query.first { $0.0 == "state" }?.1 == pkce.state)
 
         // A wrong verifier is refused (PKCE is checked), and the code is single-use.
-        #expect(throws: CredentialError.self) { try c.exchangeCode(code: code, verifier: PKCE().verifier, redirectURI: redirect) }
+        #expect(throws: CredentialError.loginFailed("the issuer refused the sign-in code (HTTP 400: invalid_grant: PKCE verification failed)")) {
+            try c.exchangeCode(code: code, verifier: PKCE().verifier, redirectURI: redirect)
+        }
+        #expect(throws: CredentialError.loginFailed("the issuer refused the sign-in code (HTTP 400: invalid_grant: unknown or used code)")) {
+            try c.exchangeCode(code: code, verifier: pkce.verifier, redirectURI: redirect)
+        }
         let r2 = try CurlTransport().send(HTTPRequest(method: "GET", url: c.authorizeURL(redirectURI: redirect, pkce: pkce),
                                                        bypassProxy: true))
         let loc2 = try #require(r2.header("location"))

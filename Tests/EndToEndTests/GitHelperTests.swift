@@ -279,7 +279,7 @@ import Glibc
         #expect(try issuer.counter("refresh_requests") == 1)
         #expect(try issuer.stats()["last_refresh_token_seen"] as? String == tokens.refreshToken)
 
-        server.expect(token: fresh)
+        try server.expect(token: fresh)
         let ok = sb.git(git + ["ls-remote", server.url])
         #expect(ok.status == 0, "ls-remote: \(ok.stderr)")
         #expect(ok.stdout == "\(server.commit)\tHEAD\n\(server.commit)\trefs/heads/main\n")

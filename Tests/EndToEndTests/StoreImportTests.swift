@@ -26,7 +26,8 @@ import Glibc
     func write(_ path: String, _ text: String) {
         let dir = (path as NSString).deletingLastPathComponent
         _ = try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]),
+                "cannot write \(path)")
     }
 
     /// The stored credential is exactly the imported one: same access token and account id, and

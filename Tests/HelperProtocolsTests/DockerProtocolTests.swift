@@ -85,10 +85,14 @@ private let storedDoc = TokenDocument(accessToken: "tok.en.value", refreshToken:
     @Test func getAnswerRefusesUnsafeStoredValues() {
         for access in ["", "a\nb", "a\"b c", "t\u{0}"] {
             let d = TokenDocument(accessToken: access, refreshToken: "r", accountId: "acct")
-            #expect(throws: CredentialError.self) { try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com", document: d) }
+            #expect(throws: CredentialError.storeCorrupt("the stored access token contains characters that cannot be sent; sign in again: chatgpt-credential login")) {
+                try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com", document: d)
+            }
         }
         let d = TokenDocument(accessToken: "tok", refreshToken: "r", accountId: "acct\n")
-        #expect(throws: CredentialError.self) { try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com", document: d) }
+        #expect(throws: CredentialError.storeCorrupt("the stored account id contains characters that cannot be sent; sign in again: chatgpt-credential login")) {
+            try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com", document: d)
+        }
     }
 
     @Test func listAnswer() {

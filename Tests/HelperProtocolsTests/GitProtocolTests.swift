@@ -97,7 +97,7 @@ private func getOutput(_ input: String, document: TokenDocument = doc()) throws 
             garbage.append(UInt8(truncatingIfNeeded: seed >> 24))
         }
         garbage[0] = 0xFF // not UTF-8 on the first line, whatever the generator does
-        #expect(throws: CredentialError.self) { try GitCredentialProtocol.parse(garbage) }
+        #expect(throws: CredentialError.badInput("git credential input line 1 is not valid UTF-8")) { try GitCredentialProtocol.parse(garbage) }
     }
 
     @Test func seventyThousandByteLineIsRejected() {
@@ -120,7 +120,9 @@ private func getOutput(_ input: String, document: TokenDocument = doc()) throws 
         #expect(line.utf8.count == 65535)
         let r = try GitCredentialProtocol.parse(bytes(line + "\n"))
         #expect(r.path?.utf8.count == 65530)
-        #expect(throws: CredentialError.self) { try GitCredentialProtocol.parse(bytes(line + "p\n")) }
+        #expect(throws: CredentialError.badInput("git credential input line 1 is longer than 65535 bytes")) {
+            try GitCredentialProtocol.parse(bytes(line + "p\n"))
+        }
     }
 
     @Test func totalInputOver64KiBIsRejected() {
@@ -211,12 +213,14 @@ private func getOutput(_ input: String, document: TokenDocument = doc()) throws 
     }
 
     @Test func refusesToEmitUnsafeValues() {
+        let unsafeToken = CredentialError.storeCorrupt("the stored access token contains characters that cannot be sent; sign in again: chatgpt-credential login")
         for bad in ["tok\nhost=evil", "tok\u{0}x", "tok en", "", "tök"] {
-            #expect(throws: CredentialError.self) { try getOutput("host=chatgpt.com\n", document: doc(access: bad)) }
-            #expect(throws: CredentialError.self) { try getOutput("capability[]=authtype\nhost=chatgpt.com\n", document: doc(access: bad)) }
+            #expect(throws: unsafeToken) { try getOutput("host=chatgpt.com\n", document: doc(access: bad)) }
+            #expect(throws: unsafeToken) { try getOutput("capability[]=authtype\nhost=chatgpt.com\n", document: doc(access: bad)) }
         }
+        let noAccount = CredentialError.storeCorrupt("the stored credential has no usable account id; sign in again: chatgpt-credential login")
         for bad in ["acct\npassword=x", "", "a\u{0}"] {
-            #expect(throws: CredentialError.self) { try getOutput("host=chatgpt.com\n", document: doc(account: bad)) }
+            #expect(throws: noAccount) { try getOutput("host=chatgpt.com\n", document: doc(account: bad)) }
         }
         // The bearer form does not carry the account id, so it does not need one.
         #expect(throws: Never.self) { try getOutput("capability[]=authtype\nhost=chatgpt.com\n", document: doc(account: "")) }
@@ -271,11 +275,11 @@ private func getOutput(_ input: String, document: TokenDocument = doc()) throws 
         for host in ["chatgpt.com\nevil.com", "evil.com\nchatgpt.com", "chatgpt.com\n", "chatgpt.com\u{0}", "chatgpt.com\u{0}.evil.com"] {
             #expect(!GitCredentialProtocol.shouldAnswer(GitCredentialRequest(protocol: "https", host: host)))
         }
-        // Smuggled as lines: either rejected as input or no answer, never a token.
-        for input in ["host=chatgpt.com\nhost=evil\n", "host=evil\nhost=chatgpt.com\n", "host=evil.com\rhost=chatgpt.com\n"] {
-            let out = try? getOutput(input)
-            #expect(out == nil || out! == nil)
+        // Smuggled as lines: rejected as input (a second host), or one host that is not ours; never a token.
+        for input in ["host=chatgpt.com\nhost=evil\n", "host=evil\nhost=chatgpt.com\n"] {
+            #expect(throws: CredentialError.badInput("git credential input gives 'host' more than once")) { try getOutput(input) }
         }
+        #expect(try getOutput("host=evil.com\rhost=chatgpt.com\n") == nil)
     }
 
     @Test func labelOf63BytesIsFine() {

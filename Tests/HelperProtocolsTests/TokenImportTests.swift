@@ -152,8 +152,13 @@ private func codexFile(accountId: String? = "acct-in-file", lastRefresh: String 
     @Test func rejectsBinaryGarbage() {
         var seed: UInt32 = 7
         let garbage: [UInt8] = (0..<2048).map { _ in seed = seed &* 1_103_515_245 &+ 12345; return UInt8(truncatingIfNeeded: seed >> 16) }
-        #expect(throws: CredentialError.self) { try TokenImport.parse([0x7B] + garbage, now: now) }
-        #expect(throws: CredentialError.self) { try TokenImport.parse(bytes(#"{"access_token":""#) + [0xFF, 0xFE] + bytes(#"","refresh_token":"r"}"#), now: now) }
+        #expect(throws: CredentialError.badInput("store: the input is not JSON (expected a key at byte 1)")) {
+            try TokenImport.parse([0x7B] + garbage, now: now)
+        }
+        // The offset is where the parser noticed (the end of the string), not the bad byte (17).
+        #expect(throws: CredentialError.badInput("store: the input is not JSON (invalid UTF-8 at byte 20)")) {
+            try TokenImport.parse(bytes(#"{"access_token":""#) + [0xFF, 0xFE] + bytes(#"","refresh_token":"r"}"#), now: now)
+        }
     }
 
     @Test func everyReasonIsOneLineAndExitCode2() {

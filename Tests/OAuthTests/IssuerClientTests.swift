@@ -103,7 +103,9 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
         #expect(try IssuerConfig.fromEnvironment(["CHATGPT_CREDENTIAL_ISSUER": ""]) == .default)
         #expect(IssuerConfig.default.baseURL == "https://auth.openai.com")
         #expect(try IssuerConfig.fromEnvironment(["CHATGPT_CREDENTIAL_ISSUER": "http://127.0.0.1:5/"]).baseURL == "http://127.0.0.1:5")
-        #expect(throws: CredentialError.self) { try IssuerConfig.fromEnvironment(["CHATGPT_CREDENTIAL_ISSUER": "http://example.com"]) }
+        #expect(throws: CredentialError.usage("CHATGPT_CREDENTIAL_ISSUER='http://example.com' is not allowed: use https://, or http:// only to a loopback address (127.0.0.1, [::1], localhost)")) {
+            try IssuerConfig.fromEnvironment(["CHATGPT_CREDENTIAL_ISSUER": "http://example.com"])
+        }
         #expect(IssuerConfig.default.deviceRedirectURI == "https://auth.openai.com/deviceauth/callback")
     }
 
@@ -390,7 +392,9 @@ final class SlowTransport: HTTPTransport {
 
     @Test func missingOrUnsafeTokens() throws {
         let (client, _) = try makeClient([.json(200, #"{"access_token":"a"}"#)])
-        #expect(throws: CredentialError.self) { try client.exchangeCode(code: "c", verifier: "v", redirectURI: "r") }
+        #expect(throws: CredentialError.loginFailed("the issuer's answer lacks an access or refresh token")) {
+            try client.exchangeCode(code: "c", verifier: "v", redirectURI: "r")
+        }
         let (c2, _) = try makeClient([.json(200, #"{"access_token":"a\u001b[2J","refresh_token":"r"}"#)])
         #expect(throws: CredentialError.loginFailed("the issuer sent a token with unsafe characters; nothing was stored")) {
             try c2.exchangeCode(code: "c", verifier: "v", redirectURI: "r")
@@ -426,7 +430,7 @@ final class SlowTransport: HTTPTransport {
 
     @Test func unsafeUserCode() throws {
         let (client, _) = try makeClient([.json(200, #"{"device_auth_id":"da_1","user_code":"\u001b]52;c;evil\u0007","interval":5}"#)])
-        #expect(throws: CredentialError.self) { try client.requestDeviceCode() }
+        #expect(throws: CredentialError.loginFailed("the issuer sent a device code with unsafe characters")) { try client.requestDeviceCode() }
     }
 
     @Test func pollOutcomes() throws {

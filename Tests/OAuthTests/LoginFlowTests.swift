@@ -27,14 +27,18 @@ final class RecordingConsole: Console {
         #expect(c.refusal?.message.contains("access_denied") == true)
     }
 
-    @Test(arguments: ["", "hello", "http://localhost:1455/auth/callback", "https://x.test/?q=1", "code=a b&state=s",
+    @Test(arguments: ["hello", "http://localhost:1455/auth/callback", "https://x.test/?q=1", "code=a b&state=s",
                       "http://localhost:1455/auth/callback?code=%ZZ&state=s", "?code=x", "?state=s"])
     func garbage(_ text: String) {
-        #expect(throws: CredentialError.self) { try PasteBackFlow.parse(text) }
+        #expect(throws: PasteBackFlow.garbage) { try PasteBackFlow.parse(text) }
+    }
+
+    @Test func nothingPasted() {
+        #expect(throws: CredentialError.loginFailed("nothing was pasted; nothing was stored")) { try PasteBackFlow.parse("") }
     }
 
     @Test func unsafeCodeIsNoCode() throws {
-        #expect(throws: CredentialError.self) { try PasteBackFlow.parse("code=%1B%5B2J&state=s") }
+        #expect(throws: PasteBackFlow.garbage) { try PasteBackFlow.parse("code=%1B%5B2J&state=s") }
     }
 
     @Test func entitlementIsNamedAndVendorTextSanitized() {
@@ -88,7 +92,9 @@ final class RecordingConsole: Console {
         let (c, t) = try client([usercode, down, down, down])
         var flow = DeviceCodeFlow(client: c, console: RecordingConsole(), interrupt: nil)
         flow.maxInterval = 0.01
-        #expect(throws: CredentialError.self) { try flow.run() }
+        #expect(throws: CredentialError.temporary(
+            "gave up polling for the device sign-in after 3 failed attempts (the issuer is unavailable (HTTP 503)); nothing was stored"
+        )) { try flow.run() }
         #expect(t.requests.count == 4)
     }
 

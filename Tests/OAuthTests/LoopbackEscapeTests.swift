@@ -4,7 +4,7 @@ import Testing
 @testable import Secrets
 
 @Suite struct LoopbackEscapeTests {
-    /// Found by fuzz/targets/loopback.swift (2026-11-29): htmlEscape walked Characters, and "<"
+    /// Found by fuzz/targets/loopback (2026-11-29): htmlEscape walked Characters, and "<"
     /// followed by a combining mark (U+302E, U+0301, U+20D2) is a single Character unequal to "<",
     /// so it reached the sign-in page unescaped.
     @Test(arguments: ["<\u{302E}script>", "<\u{0301}b>", "\"\u{20D2}", "'\u{0301}", ">\u{0301}", "&\u{0301}amp;"])

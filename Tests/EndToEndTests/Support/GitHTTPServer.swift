@@ -57,7 +57,7 @@ final class GitHTTPServer {
         mkdir(directory + "/root", 0o755)
         try must(Proc.run(Tools.git, ["init", "-q", "--bare", "-b", "main", repo], env: env), "git init --bare")
         try must(Proc.run(Tools.git, ["init", "-q", "-b", "main", src], env: env), "git init")
-        FileManager.default.createFile(atPath: src + "/README", contents: Data("served over loopback\n".utf8))
+        try Data("served over loopback\n".utf8).write(to: URL(fileURLWithPath: src + "/README"), options: .atomic)
         try must(Proc.run(Tools.git, ["-C", src, "add", "README"], env: env), "git add")
         try must(Proc.run(Tools.git, ["-C", src, "-c", "user.name=e2e", "-c", "user.email=e2e@example.invalid",
                                       "commit", "-q", "-m", "first"], env: env), "git commit")
@@ -66,7 +66,7 @@ final class GitHTTPServer {
         try must(head, "git rev-parse")
         commit = head.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 
-        FileManager.default.createFile(atPath: directory + "/expected-token", contents: Data(expectedToken.utf8))
+        try Data(expectedToken.utf8).write(to: URL(fileURLWithPath: directory + "/expected-token"), options: .atomic)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Tools.python3)
         var args = ["-u", Self.scriptPath, "--root", directory + "/root", "--token-file", directory + "/expected-token",
@@ -97,8 +97,8 @@ final class GitHTTPServer {
     }
 
     /// Changes the one password the server admits from now on.
-    func expect(token: String) {
-        FileManager.default.createFile(atPath: tokenFile, contents: Data(token.utf8))
+    func expect(token: String) throws {
+        try Data(token.utf8).write(to: URL(fileURLWithPath: tokenFile), options: .atomic)
     }
 
     /// Every request so far, in order.

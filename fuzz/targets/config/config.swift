@@ -1,7 +1,10 @@
 // Other outside text the tool reads: age identity/recipient strings (Bech32, from the identity
 // file and AGE_RECIPIENT-style settings), CHATGPT_CREDENTIAL_ISSUER (IssuerConfig), and
 // form/query decoding (FormEncoding.decode).
-@testable import ChatGPTCredential
+@testable import Age
+@testable import CredentialCore
+import FuzzSupport
+@testable import OAuth
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {

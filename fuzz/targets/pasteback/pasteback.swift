@@ -1,5 +1,7 @@
 // The paste-back sign-in: the address (or query) a person pastes from the browser.
-@testable import ChatGPTCredential
+@testable import CredentialCore
+import FuzzSupport
+@testable import OAuth
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {

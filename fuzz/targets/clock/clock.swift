@@ -2,7 +2,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-@testable import ChatGPTCredential
+@testable import CredentialCore
+import FuzzSupport
 
 private func daysIn(_ y: Int, _ m: Int) -> Int {
     switch m {

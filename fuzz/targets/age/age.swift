@@ -1,7 +1,8 @@
 // age files: AgeHeader.parse (+ canonical re-encoding) and AgeFile.decrypt with fixed identities
 // (the CCTV X25519 identity, and passphrase "password" with the work factor capped at 10 so one
 // input costs at most ~1 MiB and a few ms of scrypt).
-@testable import ChatGPTCredential
+@testable import Age
+import FuzzSupport
 
 private let x25519 = X25519Identity(parsing: "AGE-SECRET-KEY-1EGTZVFFV20835NWYV6270LXYVK2VKNX2MMDKWYKLMGR48UAWX40Q2P2LM0")!
 private let scrypt = ScryptIdentity(passphrase: Array("password".utf8), maxWorkFactor: 10)

@@ -1,5 +1,7 @@
 // git credential helper input: GitCredentialProtocol.parse/read, shouldAnswer, answer, erase decision.
-@testable import ChatGPTCredential
+@testable import CredentialCore
+import FuzzSupport
+@testable import HelperProtocols
 
 private func outcome(_ body: () throws -> GitCredentialRequest) -> Result<GitCredentialRequest, CredentialError> {
     do { return .success(try body()) } catch let e as CredentialError { return .failure(e) } catch {

@@ -1,6 +1,7 @@
 // JSON.parse on any bytes; for what parses: parse(serialize(v)) == v, and serialize emits no raw
 // control bytes (so a serialized value can never break a line-based format).
-@testable import ChatGPTCredential
+@testable import CredentialCore
+import FuzzSupport
 
 private func depth(_ v: JSONValue) -> Int {
     switch v {

@@ -2,7 +2,8 @@
 // behind a transport that answers with them, and what `usage` prints of the result (plain,
 // terminal and JSON). Byte 0-1: status, byte 2: the content type, the rest: the body.
 import CredentialCore
-import OAuth
+import FuzzSupport
+@testable import OAuth
 @testable import CLI
 
 private struct CannedTransport: HTTPTransport {

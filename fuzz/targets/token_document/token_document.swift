@@ -1,5 +1,7 @@
 // The stored document (keyring item or decrypted file): TokenDocument.parse and its round trip.
-@testable import ChatGPTCredential
+@testable import CredentialCore
+import FuzzSupport
+@testable import HelperProtocols
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {

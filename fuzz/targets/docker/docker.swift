@@ -1,5 +1,7 @@
 // docker credential helper input: server URL (get/erase) and the store JSON.
-@testable import ChatGPTCredential
+@testable import CredentialCore
+import FuzzSupport
+@testable import HelperProtocols
 
 /// Independent restatement of the host extraction: optional https:// (any case), authority up to
 /// the first / ? or #, no userinfo.

@@ -1,7 +1,9 @@
 // Issuer response bodies through the real IssuerClient (code exchange, device code, device poll,
 // refresh) behind a transport that answers with the fuzz input. Byte 0-1: status, byte 2: the
 // content type, the rest: the body.
-@testable import ChatGPTCredential
+@testable import CredentialCore
+import FuzzSupport
+@testable import OAuth
 
 private struct CannedTransport: HTTPTransport {
     let response: HTTPResponse

@@ -1,5 +1,7 @@
 // JWTClaims.decode: the input as a whole token, and the input as the payload of a token.
-@testable import ChatGPTCredential
+@testable import CredentialCore
+import FuzzSupport
+@testable import Secrets
 
 private func check(_ c: JWTClaims?) {
     guard let c else { return }

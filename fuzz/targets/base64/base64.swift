@@ -1,5 +1,6 @@
 // Base64.decode in every mode on any text; encode/decode round trips; strict = canonical.
-@testable import ChatGPTCredential
+import FuzzSupport
+@testable import Secrets
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {

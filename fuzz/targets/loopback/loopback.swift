@@ -1,6 +1,8 @@
 // The browser sign-in's loopback HTTP server: request head framing (headEnd), request parsing,
 // the Host check (DNS rebinding), callback query parameters, and HTML escaping of what a page shows.
-@testable import ChatGPTCredential
+@testable import CredentialCore
+import FuzzSupport
+@testable import OAuth
 
 private let listener: LoopbackListener = {
     do { return try LoopbackListener.bind(port: 0) } catch { fuzzFail("cannot bind 127.0.0.1:0: \(error)") }

@@ -1,5 +1,6 @@
 // ChatGPTHosts.isAllowed / normalizedName against an independent statement of the rule.
-@testable import ChatGPTCredential
+import FuzzSupport
+@testable import HelperProtocols
 
 /// The documented rule, written differently: [name][:port], name = labels of [A-Za-z0-9-]{1,63}
 /// joined by '.', optional trailing '.', ≤ 253 bytes; port 1-65535, 1-5 digits; then

@@ -1,5 +1,7 @@
 // `store` input: TokenImport.parse; what it accepts must be storable and sendable.
-@testable import ChatGPTCredential
+@testable import CredentialCore
+import FuzzSupport
+@testable import HelperProtocols
 
 let now: Int64 = 1_800_000_000
 
@@ -17,7 +19,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     require(Sanitize.isTokenSafe(d.refreshToken), "imported refresh token is not token-safe")
     require(d.idToken.isEmpty || Sanitize.isTokenSafe(d.idToken), "imported id token is not token-safe")
     for s in [d.accountId, d.email, d.plan] { require(isCleanLine(s), "imported field with control bytes: \(s.debugDescription)") }
-    require(d.lastRefresh > 0 && d.lastRefresh <= now, "lastRefresh \(d.lastRefresh) outside (0, now]")
+    require(d.lastRefresh >= 0 && d.lastRefresh <= now, "lastRefresh \(d.lastRefresh) outside [0, now] (0: unknown)")
     require(d.refreshRejected == nil, "a fresh import is marked rejected")
     // What we store must read back as the same document.
     let back: TokenDocument
