@@ -68,7 +68,7 @@ let package = Package(
         .target(name: "Credentials", dependencies: ["CredentialCore", "Stores", "OAuth"]),
         .target(
             name: "CLI",
-            dependencies: ["CredentialCore", "Stores", "OAuth", "HelperProtocols", "Credentials", "Secrets", "CSystemShims"]
+            dependencies: ["CredentialCore", "Stores", "OAuth", "HelperProtocols", "Credentials", "AccessCache", "Secrets", "CSystemShims"]
         ),
         // argv -> Invocation -> run -> exit code.
         .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "CSystemShims"]),
@@ -85,7 +85,7 @@ let package = Package(
         .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "Secrets", "CSeccompTestSupport"]),
         .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "CredentialCore", "Secrets", "TestSupport"]),
-        .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["CLI", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Age", "Secrets", "chatgpt-credential"]
