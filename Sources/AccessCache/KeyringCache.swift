@@ -44,7 +44,7 @@ public final class KeyringCache {
     /// that is damaged or not exactly as written (another owner, other permissions), which is
     /// removed. The caller still checks `isFresh` against what it needs.
     public func lookup(_ identity: StoreIdentity, _ profile: Profile) -> AccessCacheEntry? {
-        guard settings.enabled, !refused, !unreadable, let description = identity.keyDescription(for: profile) else { return nil }
+        guard canServe, let description = identity.keyDescription(for: profile) else { return nil }
         var unreadableKey: Int32?
         // A second round only when the key found could not be read: a concurrent fill may have
         // displaced it between the search and the read. The same key twice means it is not ours to read.
@@ -93,6 +93,22 @@ public final class KeyringCache {
             if !refused { revoke(identity, profile) }
         }
     }
+
+    /// What the one owner of changes calls after every change to a stored credential, holding
+    /// the profile's lock: the document as it now stands in that store (nil when it was erased).
+    /// A document that may be served from the cache replaces the entry; anything else — erased,
+    /// no access token (git `erase`), a rejected refresh — removes it.
+    public func update(to document: TokenDocument?, _ identity: StoreIdentity, _ profile: Profile) {
+        if let document, let entry = AccessCacheEntry(cacheable: document) {
+            fill(entry, identity, profile)
+        } else {
+            revoke(identity, profile)
+        }
+    }
+
+    /// True while lookups can answer: the cache is on, the kernel has not refused it and entries
+    /// are readable from this process. When false a miss need not wait for another process's fill.
+    public var canServe: Bool { settings.enabled && !refused && !unreadable }
 
     /// Removes the profile's entry for this store (other stores' entries are left alone). Done
     /// even with the cache off: a change this process made must not be hidden from the others.

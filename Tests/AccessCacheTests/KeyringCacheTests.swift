@@ -260,6 +260,29 @@ import CSeccompTestSupport
         #expect(c.lookup(two, profile) == second)
     }
 
+    @Test func updateFillsForAServableDocumentAndRevokesForAnythingElse() throws {
+        let k = KeyringFixture()
+        defer { k.cleanup() }
+        let id = k.fileIdentity()
+        let c = cache()
+        let good = TokenDocument(accessToken: "eyJ.a.\(k.run)", refreshToken: "rt", idToken: "eyJ.i",
+                                 accountId: "acct", expiresAt: Clock.now() + 3600, email: "e@example.com", plan: "plus")
+        c.update(to: good, id, profile)
+        #expect(c.lookup(id, profile) == AccessCacheEntry(cacheable: good))
+        var rejected = good
+        rejected.refreshRejected = "refresh_token_reused"
+        var dropped = good
+        dropped.accessToken = ""
+        dropped.expiresAt = 0
+        let changes: [TokenDocument?] = [rejected, dropped, nil]
+        for next in changes {
+            c.update(to: good, id, profile)
+            #expect(k.serial(id, profile) != nil)
+            c.update(to: next, id, profile)
+            #expect(k.serial(id, profile) == nil, "still cached after \(String(describing: next?.refreshRejected)) \(next == nil)")
+        }
+    }
+
     // MARK: off
 
     @Test func disabledCacheMakesNoKeyReadsNothingAndStillRemovesTheOldEntry() {
@@ -267,6 +290,7 @@ import CSeccompTestSupport
         defer { k.cleanup() }
         let id = k.fileIdentity()
         let off = cache(enabled: false)
+        #expect(!off.canServe)
         off.fill(KeyringFixture.entry(), id, profile)
         #expect(k.serial(id, profile) == nil)
         cache().fill(KeyringFixture.entry(tag: "on"), id, profile)
@@ -354,12 +378,14 @@ import CSeccompTestSupport
             #expect(KernelKeyring.search(KernelKeyring.userKeyring, description: "x") == .failure(.init(errno: error)))
             let c = KeyringCache(settings: AccessCacheSettings(), diagnostic: { said.lines.append($0) })
             #expect(c.lookup(id, profile) == nil)
+            #expect(!c.canServe)
             c.fill(entry, id, profile)
             c.revoke(id, profile)
             #expect(c.lookup(id, profile) == nil)
         }
         #expect(k.serial(id, profile) == nil)
         #expect(said.lines == [refusal])
+        #expect(KeyringCache(settings: AccessCacheSettings()).canServe)
         // Filled from a thread the kernel serves, the same entry is there (the control).
         cache().fill(entry, id, profile)
         #expect(k.serial(id, profile) != nil)
