@@ -23,6 +23,7 @@ let libsecretIncludes = [
 //   Stores            <- CredentialCore, Age, CLibSecret(Loader)   Secret Service, age file, auto selector
 //   OAuth             <- CredentialCore, Secrets, CCurlShim         issuer wire calls, sign-in flows, HTTP transport
 //   HelperProtocols   <- CredentialCore, Secrets       git and docker wire formats, Codex import, host rule
+//   AccessCache       <- CredentialCore, Secrets, CKeyring         the access cache in the kernel's user keyring
 //   Credentials       <- CredentialCore, Stores, OAuth the one owner of every change to a credential
 //   CLI               <- all of the above              the command line, verbs, output formats
 //   chatgpt-credential <- CLI                          argv -> Invocation -> Runner -> exit
@@ -50,6 +51,8 @@ let package = Package(
         // dlopen()s libcurl.so.4 on first request; links no libcurl, so `get` of a fresh token
         // never loads the network stack.
         .target(name: "CCurlShim"),
+        // add_key(2) and keyctl(2), which glibc does not wrap (syscall(2) is variadic).
+        .target(name: "CKeyring"),
 
         .target(name: "Secrets", dependencies: ["CSodium"]),
         .target(name: "Age", dependencies: ["Secrets", "CSodium"]),
@@ -61,10 +64,11 @@ let package = Package(
         ),
         .target(name: "OAuth", dependencies: ["CredentialCore", "Secrets", "CCurlShim"]),
         .target(name: "HelperProtocols", dependencies: ["CredentialCore", "Secrets"]),
+        .target(name: "AccessCache", dependencies: ["CredentialCore", "Secrets", "CKeyring"]),
         .target(name: "Credentials", dependencies: ["CredentialCore", "Stores", "OAuth"]),
         .target(
             name: "CLI",
-            dependencies: ["CredentialCore", "Stores", "OAuth", "HelperProtocols", "Credentials", "Secrets", "CSystemShims"]
+            dependencies: ["CredentialCore", "Stores", "OAuth", "HelperProtocols", "Credentials", "AccessCache", "Secrets", "CSystemShims"]
         ),
         // argv -> Invocation -> run -> exit code.
         .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "CSystemShims"]),
@@ -76,9 +80,12 @@ let package = Package(
         .testTarget(name: "CredentialCoreTests", dependencies: ["CredentialCore", "Secrets"]),
         .testTarget(name: "StoresTests", dependencies: ["Stores", "CredentialCore", "Age", "Secrets", "TestSupport"]),
         .testTarget(name: "OAuthTests", dependencies: ["OAuth", "CredentialCore", "Secrets", "TestSupport"]),
+        // Installs a seccomp filter on the calling thread, for the tests of a refused keyring.
+        .target(name: "CSeccompTestSupport", path: "Tests/CSeccompTestSupport"),
+        .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "Secrets", "CSeccompTestSupport"]),
         .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "CredentialCore", "Secrets", "TestSupport"]),
-        .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["CLI", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Age", "Secrets", "chatgpt-credential"],

@@ -20,7 +20,7 @@ _chatgpt_credential()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev= prefix=
     local verbs="login get store erase status usage exec help"
-    local globals="--profile --store --protocol --non-interactive --verbose -v --version --help -h"
+    local globals="--profile --store --protocol --non-interactive --verbose -v --no-cache --version --help -h"
     (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}
     COMPREPLY=()
 

@@ -84,6 +84,7 @@ complete -c $c -n $g -l store -x -a 'auto secret-service file' -d 'where tokens 
 complete -c $c -n $g -l protocol -x -a 'plain git docker' -d 'how verbs read stdin and write stdout'
 complete -c $c -n $g -l non-interactive -d 'never prompt, never open a browser'
 complete -c $c -n $g -s v -l verbose -d 'diagnostics on stderr, secrets redacted'
+complete -c $c -n $g -l no-cache -d 'do not use the access cache in the kernel keyring'
 complete -c $c -n $g -l version -d 'print the version and exit'
 complete -c $c -n $g -s h -l help -d 'show help'
 

@@ -3,6 +3,7 @@ import Stores
 import OAuth
 import HelperProtocols
 import Credentials
+import AccessCache
 import Secrets
 
 /// Table-driven argv parsing (see `CommandLineSpec`). Global options may stand before or after
@@ -20,6 +21,8 @@ public enum ArgumentParser {
         if let s = env["CHATGPT_CREDENTIAL_STORE"], !s.isEmpty { globals.store = try storeChoice(s, from: "CHATGPT_CREDENTIAL_STORE") }
         if truthy(env["CHATGPT_CREDENTIAL_NONINTERACTIVE"]) { globals.nonInteractive = true }
         if truthy(env["CHATGPT_CREDENTIAL_DEBUG"]) { globals.verbose = true }
+        if let c = env["CHATGPT_CREDENTIAL_CACHE"], !c.isEmpty { globals.cache.enabled = try cacheSwitch(c) }
+        if let t = env["CHATGPT_CREDENTIAL_CACHE_TTL"], !t.isEmpty { globals.cache.ttl = try cacheTTL(t) }
 
         var verb: String?
         var verbFlags: [String: String?] = [:]
@@ -65,6 +68,7 @@ public enum ArgumentParser {
                         globals.wire = w
                     case "--non-interactive": globals.nonInteractive = true
                     case "--verbose": globals.verbose = true
+                    case "--no-cache": globals.cache.enabled = false
                     case "--version": wantVersion = true
                     case "--help": wantHelp = true
                     default: break
@@ -189,6 +193,7 @@ public enum ArgumentParser {
         case "--store": g.store = try storeChoice(try value(), from: "--store")
         case "--non-interactive": g.nonInteractive = true
         case "-v", "--verbose": g.verbose = true
+        case "--no-cache": g.cache.enabled = false
         case "-h", "--help": help = true
         default: throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))' for 'exec' (put the command after --)")
         }
@@ -199,6 +204,23 @@ public enum ArgumentParser {
             throw CredentialError.usage("invalid value '\(Sanitize.line(s, limit: 40))' for \(source): use auto, secret-service or file")
         }
         return c
+    }
+
+    /// `CHATGPT_CREDENTIAL_CACHE`: exactly `on` or `off` (a typo must not silently mean either).
+    static func cacheSwitch(_ s: String) throws -> Bool {
+        switch s {
+        case "on": return true
+        case "off": return false
+        default: throw CredentialError.usage("invalid value '\(Sanitize.line(s, limit: 40))' for CHATGPT_CREDENTIAL_CACHE: use on or off")
+        }
+    }
+
+    static func cacheTTL(_ s: String) throws -> Int64 {
+        guard let ttl = AccessCacheSettings.parseTTL(s) else {
+            let range = AccessCacheSettings.ttlRange
+            throw CredentialError.usage("invalid value '\(Sanitize.line(s, limit: 40))' for CHATGPT_CREDENTIAL_CACHE_TTL: a number of seconds from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return ttl
     }
 
     static func truthy(_ v: String?) -> Bool {

@@ -3,6 +3,7 @@ import Stores
 import OAuth
 import HelperProtocols
 import Credentials
+import AccessCache
 import Secrets
 
 /// The command line as data: every verb, every option, its help text. The parser, `--help`,
@@ -16,12 +17,15 @@ public struct OptionSpec: Sendable {
     public let valueOptional: Bool
     public let choices: [String]
     public let env: String?
+    /// The value of `env` that means this flag (`CHATGPT_CREDENTIAL_CACHE=off`); nil when any
+    /// value is the option's value or a yes/no.
+    public let envValue: String?
     public let help: String
 
     init(_ long: String, short: Character? = nil, value: String? = nil, valueOptional: Bool = false,
-         choices: [String] = [], env: String? = nil, _ help: String) {
+         choices: [String] = [], env: String? = nil, envValue: String? = nil, _ help: String) {
         self.long = long; self.short = short; self.value = value; self.valueOptional = valueOptional
-        self.choices = choices; self.env = env; self.help = help
+        self.choices = choices; self.env = env; self.envValue = envValue; self.help = help
     }
 }
 
@@ -47,6 +51,8 @@ public enum CommandLineSpec {
         OptionSpec("--non-interactive", env: "CHATGPT_CREDENTIAL_NONINTERACTIVE",
                    "never prompt, never open a browser"),
         OptionSpec("--verbose", short: "v", env: "CHATGPT_CREDENTIAL_DEBUG", "diagnostics on stderr, secrets redacted"),
+        OptionSpec("--no-cache", env: "CHATGPT_CREDENTIAL_CACHE", envValue: "off",
+                   "neither read nor write the access cache in the kernel keyring"),
         OptionSpec("--version", "print the version and exit"),
         OptionSpec("--help", short: "h", "show help (also after any verb)"),
     ]
@@ -145,7 +151,7 @@ public enum CommandLineSpec {
         if let v = o.value { head += o.valueOptional ? " [\(v)]" : " \(v)" }
         let pad = head.count < 28 ? String(repeating: " ", count: 28 - head.count) : "\n" + String(repeating: " ", count: 30)
         var line = "  " + head + pad + o.help
-        if let env = o.env { line += " [$\(env)]" }
+        if let env = o.env { line += " [$\(env)\(o.envValue.map { "=" + $0 } ?? "")]" }
         return line
     }
 
@@ -167,6 +173,7 @@ public enum CommandLineSpec {
           CHATGPT_CREDENTIAL_ISSUER      OAuth issuer (default https://auth.openai.com; https, or http on loopback)
           CHATGPT_CREDENTIAL_BACKEND     ChatGPT backend for usage (default https://chatgpt.com/backend-api; same rule)
           CHATGPT_CREDENTIAL_PASSPHRASE_FILE  file store: encrypt with this passphrase (age scrypt)
+          CHATGPT_CREDENTIAL_CACHE_TTL   seconds a cached access token may be served (1-3600, default \(AccessCacheSettings.defaultTTL))
 
         As git-credential-chatgpt it speaks git's credential protocol; as
         docker-credential-chatgpt, docker's.

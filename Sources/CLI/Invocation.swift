@@ -3,6 +3,7 @@ import Stores
 import OAuth
 import HelperProtocols
 import Credentials
+import AccessCache
 import Secrets
 
 /// What the user asked for, fully parsed and validated. Produced by `ArgumentParser`.
@@ -20,6 +21,8 @@ public struct GlobalOptions: Sendable {
     public var wire: WireProtocol = .plain
     public var nonInteractive = false
     public var verbose = false
+    /// `--no-cache`, `CHATGPT_CREDENTIAL_CACHE`, `CHATGPT_CREDENTIAL_CACHE_TTL`.
+    public var cache = AccessCacheSettings()
 }
 
 public struct GetOptions: Sendable, Equatable {

@@ -4,6 +4,7 @@ import Testing
 @testable import Stores
 @testable import OAuth
 @testable import HelperProtocols
+@testable import AccessCache
 @testable import CredentialCore
 @testable import Secrets
 
@@ -83,6 +84,46 @@ import Testing
         #expect(throws: CredentialError.usage("invalid value 'nowhere' for CHATGPT_CREDENTIAL_STORE: use auto, secret-service or file")) {
             try parse(["get"], env: ["CHATGPT_CREDENTIAL_STORE": "nowhere"])
         }
+    }
+
+    @Test func accessCacheIsOnWithFiveMinutesByDefault() throws {
+        #expect(try parse(["get"]).globals.cache == AccessCacheSettings(enabled: true, ttl: 300))
+        #expect(try parse(["get"], env: ["CHATGPT_CREDENTIAL_CACHE": "", "CHATGPT_CREDENTIAL_CACHE_TTL": ""]).globals.cache
+                == AccessCacheSettings(enabled: true, ttl: 300))
+    }
+
+    @Test func noCacheFromTheFlagAnywhereOrTheEnvironment() throws {
+        for args in [["--no-cache", "get"], ["get", "--no-cache"], ["exec", "--no-cache", "--", "env"], ["status", "--json", "--no-cache"]] {
+            #expect(try parse(args).globals.cache.enabled == false, "\(args)")
+        }
+        #expect(try parse(["--no-cache", "get"], argv0: "git-credential-chatgpt").globals.cache.enabled == false)
+        #expect(try parse(["get"], env: ["CHATGPT_CREDENTIAL_CACHE": "off"]).globals.cache.enabled == false)
+        #expect(try parse(["get"], env: ["CHATGPT_CREDENTIAL_CACHE": "on"]).globals.cache.enabled == true)
+        // The flag wins over the environment.
+        #expect(try parse(["get", "--no-cache"], env: ["CHATGPT_CREDENTIAL_CACHE": "on"]).globals.cache.enabled == false)
+    }
+
+    @Test func cacheTTLFromTheEnvironment() throws {
+        #expect(try parse(["get"], env: ["CHATGPT_CREDENTIAL_CACHE_TTL": "1"]).globals.cache.ttl == 1)
+        #expect(try parse(["get"], env: ["CHATGPT_CREDENTIAL_CACHE_TTL": "3600"]).globals.cache.ttl == 3600)
+    }
+
+    @Test(arguments: [
+        ("CHATGPT_CREDENTIAL_CACHE", "maybe", "invalid value 'maybe' for CHATGPT_CREDENTIAL_CACHE: use on or off"),
+        ("CHATGPT_CREDENTIAL_CACHE", "OFF", "invalid value 'OFF' for CHATGPT_CREDENTIAL_CACHE: use on or off"),
+        ("CHATGPT_CREDENTIAL_CACHE", "0", "invalid value '0' for CHATGPT_CREDENTIAL_CACHE: use on or off"),
+        ("CHATGPT_CREDENTIAL_CACHE_TTL", "0", "invalid value '0' for CHATGPT_CREDENTIAL_CACHE_TTL: a number of seconds from 1 to 3600"),
+        ("CHATGPT_CREDENTIAL_CACHE_TTL", "3601", "invalid value '3601' for CHATGPT_CREDENTIAL_CACHE_TTL: a number of seconds from 1 to 3600"),
+        ("CHATGPT_CREDENTIAL_CACHE_TTL", "5m", "invalid value '5m' for CHATGPT_CREDENTIAL_CACHE_TTL: a number of seconds from 1 to 3600"),
+        ("CHATGPT_CREDENTIAL_CACHE_TTL", "-1", "invalid value '-1' for CHATGPT_CREDENTIAL_CACHE_TTL: a number of seconds from 1 to 3600"),
+    ])
+    func badCacheSettingsAreUsageErrors(_ name: String, _ value: String, _ message: String) {
+        #expect(throws: CredentialError.usage(message)) { try parse(["get"], env: [name: value]) }
+        #expect(CredentialError.usage(message).exitCode == 2)
+    }
+
+    @Test func noCacheTakesNoValue() {
+        #expect(throws: CredentialError.usage("option --no-cache takes no value")) { try parse(["get", "--no-cache=yes"]) }
     }
 
     @Test func execTakesEverythingAfterDoubleDash() throws {

@@ -1,0 +1,202 @@
+import CredentialCore
+import Secrets
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The access cache (SPEC "Access cache"): one `user` key per store identity and profile in the
+/// kernel's user keyring (`@u`, one per user), readable only by its possessor, holding what `get`
+/// prints and never the refresh token, with a kernel timeout of `min(TTL, expiry − 300 s)`.
+///
+/// It never fails its caller: a refused, full or damaged keyring is a miss, and the store answers.
+/// The kernel refusing the calls outright (EPERM/ENOSYS from a seccomp filter or a container)
+/// turns the cache off for the rest of the process, said once through `diagnostic`.
+///
+/// Possession: a process possesses a key when it can reach it from its own thread, process or
+/// session keyring. A login session's keyring (or, without one, the user session keyring `@us`)
+/// links `@u`, so the user's processes possess the entries; a process of ANOTHER user that kept
+/// this session's keyring (a setuid program, `setpriv` without a new session) would too, which is
+/// why the threat model names it. A process in a session keyring that does not link `@u`
+/// (`keyctl session`, systemd's `KeyringMode=private`) can find, replace and remove entries but
+/// not read them: its lookups stop after the first try.
+///
+/// One instance per process (it remembers refusals); not for use from several threads at once.
+public final class KeyringCache {
+    public let settings: AccessCacheSettings
+    private let now: () -> Int64
+    private let diagnostic: (String) -> Void
+    /// The kernel refused a call: nothing more is asked of it.
+    private var refused = false
+    /// Entries cannot be read from this process (see "Possession" above): no more lookups.
+    private var unreadable = false
+    private var said: Set<String> = []
+
+    public init(settings: AccessCacheSettings, now: @escaping () -> Int64 = Clock.now,
+                diagnostic: @escaping (String) -> Void = { _ in }) {
+        self.settings = settings
+        self.now = now
+        self.diagnostic = diagnostic
+    }
+
+    // MARK: the three operations
+
+    /// The profile's entry for this store, or nil: no entry, the cache off or refused, or an entry
+    /// that is damaged or not exactly as written (another owner, other permissions), which is
+    /// removed. The caller still checks `isFresh` against what it needs.
+    public func lookup(_ identity: StoreIdentity, _ profile: Profile) -> AccessCacheEntry? {
+        guard canServe, let description = identity.keyDescription(for: profile) else { return nil }
+        var unreadableKey: Int32?
+        // A second round only when the key found could not be read: a concurrent fill may have
+        // displaced it between the search and the read. The same key twice means it is not ours to read.
+        for _ in 0..<2 {
+            guard case .success(let key) = check(KernelKeyring.search(KernelKeyring.userKeyring, description: description),
+                                                 "looking up an entry") else { return nil }
+            if key == unreadableKey { break }
+            switch read(key, description) {
+            case .entry(let entry): return entry
+            case .absent: return nil
+            case .notPossessed: unreadableKey = key
+            }
+        }
+        unreadable = true
+        say("access cache: entries are not readable from this process (its session keyring does not link the user keyring); reading the store instead")
+        return nil
+    }
+
+    /// Makes `entry` the profile's entry for this store, replacing any older one in one step.
+    /// When it cannot be written — cache off, timeout ≤ 0, too large for a key, the keyring full —
+    /// the older entry is removed instead, so nothing stale is left to be served.
+    public func fill(_ entry: AccessCacheEntry, _ identity: StoreIdentity, _ profile: Profile) {
+        guard settings.enabled else { return revoke(identity, profile) }
+        guard !refused, let description = identity.keyDescription(for: profile) else { return }
+        let timeout = settings.kernelTimeout(expiresAt: entry.expiresAt, now: now())
+        guard timeout > 0 else { return revoke(identity, profile) }
+        guard var payload = CachePayload.build(entry) else {
+            say("access cache: the credential is too large for a kernel key (\(CachePayload.maxBytes) bytes); not cached")
+            return revoke(identity, profile)
+        }
+        defer { Memory.wipe(&payload) }
+        // The key is completed (payload, permissions, timeout) in this thread's own keyring, which
+        // no other process reaches, and only then linked into @u, where it displaces the older
+        // entry atomically: no reader ever sees a key without its timeout or its permissions.
+        guard case .success(let key) = check(KernelKeyring.add(description: description, payload: payload, to: KernelKeyring.threadKeyring),
+                                             "writing an entry") else {
+            if !refused { revoke(identity, profile) }
+            return
+        }
+        defer { _ = KernelKeyring.unlink(key, from: KernelKeyring.threadKeyring) }
+        let done = KernelKeyring.setPermissions(key, KernelKeyring.possessorOnly)
+            .flatMap { KernelKeyring.setTimeout(key, seconds: UInt32(timeout)) }
+            .flatMap { KernelKeyring.link(key, into: KernelKeyring.userKeyring) }
+        if case .failure = check(done, "writing an entry") {
+            _ = KernelKeyring.invalidate(key)
+            if !refused { revoke(identity, profile) }
+        }
+    }
+
+    /// What the one owner of changes calls after every change to a stored credential, holding
+    /// the profile's lock: the document as it now stands in that store (nil when it was erased).
+    /// A document that may be served from the cache replaces the entry; anything else — erased,
+    /// no access token (git `erase`), a rejected refresh — removes it.
+    public func update(to document: TokenDocument?, _ identity: StoreIdentity, _ profile: Profile) {
+        if let document, let entry = AccessCacheEntry(cacheable: document) {
+            fill(entry, identity, profile)
+        } else {
+            revoke(identity, profile)
+        }
+    }
+
+    /// True while lookups can answer: the cache is on, the kernel has not refused it and entries
+    /// are readable from this process. When false a miss need not wait for another process's fill.
+    public var canServe: Bool { settings.enabled && !refused && !unreadable }
+
+    /// Removes the profile's entry for this store (other stores' entries are left alone). Done
+    /// even with the cache off: a change this process made must not be hidden from the others.
+    public func revoke(_ identity: StoreIdentity, _ profile: Profile) {
+        guard !refused, let description = identity.keyDescription(for: profile) else { return }
+        guard case .success(let key) = check(KernelKeyring.search(KernelKeyring.userKeyring, description: description), "removing an entry") else { return }
+        // Invalidating needs the key's search permission, which only its possessor has; unlinking
+        // it from @u needs nothing of the key, so a process that cannot read entries removes them too.
+        if case .failure(let f) = KernelKeyring.invalidate(key), f.errno == EACCES {
+            _ = check(KernelKeyring.unlink(key, from: KernelKeyring.userKeyring), "removing an entry")
+        }
+    }
+
+    // MARK: reading one key
+
+    private enum ReadOutcome { case entry(AccessCacheEntry), absent, notPossessed }
+
+    private func read(_ key: Int32, _ description: String) -> ReadOutcome {
+        switch KernelKeyring.describe(key) {
+        case .success(let d):
+            // The file store's rule ("readable by group or others is refused") for keys: an entry
+            // someone else made, or whose permissions were changed, is not trusted.
+            guard d.type == "user", d.uid == geteuid(), d.permissions == KernelKeyring.possessorOnly,
+                  d.description == description else {
+                discard(key, "had other permissions or another owner")
+                return .absent
+            }
+        case .failure(let f) where f.errno == EACCES:
+            return .notPossessed
+        case .failure(let f):
+            _ = check(Result<Void, KernelKeyring.Failure>.failure(f), "reading an entry")
+            return .absent
+        }
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        defer { Memory.wipe(&buffer) }
+        var length = 0
+        for _ in 0..<2 {
+            switch KernelKeyring.read(key, into: &buffer) {
+            case .success(let n): length = n
+            case .failure(let f) where f.errno == EACCES: return .notPossessed
+            case .failure(let f):
+                _ = check(Result<Void, KernelKeyring.Failure>.failure(f), "reading an entry")
+                return .absent
+            }
+            if length <= buffer.count { break }
+            guard length <= CachePayload.maxBytes else { break }
+            // Larger than the first guess: once more with room for all of it.
+            Memory.wipe(&buffer)
+            buffer = [UInt8](repeating: 0, count: length)
+        }
+        guard length <= buffer.count else {
+            discard(key, "was damaged")
+            return .absent
+        }
+        buffer.removeLast(buffer.count - length) // the tail was never written
+        guard let entry = CachePayload.parse(buffer) else {
+            discard(key, "was damaged")
+            return .absent
+        }
+        return .entry(entry)
+    }
+
+    private func discard(_ key: Int32, _ why: String) {
+        say("access cache: removed an entry that \(why)")
+        if case .failure(let f) = KernelKeyring.invalidate(key), f.errno == EACCES {
+            _ = KernelKeyring.unlink(key, from: KernelKeyring.userKeyring)
+        }
+    }
+
+    // MARK: failures
+
+    /// Passes success through; turns a failure into a diagnostic (a refusal, once, also turns the
+    /// cache off). An absent key is no failure worth a word.
+    @discardableResult
+    private func check<T>(_ result: Result<T, KernelKeyring.Failure>, _ doing: String) -> Result<T, KernelKeyring.Failure> {
+        guard case .failure(let f) = result, !f.isAbsence else { return result }
+        if f.isRefusal || f.errno == EACCES {
+            refused = true
+            say("access cache: not used: the kernel refuses keyring calls (\(FileSystem.errorText(f.errno)))")
+        } else if f.errno == EDQUOT {
+            say("access cache: the user's kernel key quota is full (see /proc/sys/kernel/keys/maxbytes); not cached")
+        } else {
+            say("access cache: \(doing) failed: \(FileSystem.errorText(f.errno))")
+        }
+        return result
+    }
+
+    private func say(_ line: String) {
+        if said.insert(line).inserted { diagnostic(line) }
+    }
+}

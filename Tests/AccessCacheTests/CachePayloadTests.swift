@@ -1,0 +1,146 @@
+import Foundation
+import Testing
+@testable import AccessCache
+@testable import CredentialCore
+
+/// The parts of the cache that need no kernel: the payload format, the settings, the descriptions.
+@Suite struct CachePayloadTests {
+    static let entry = AccessCacheEntry(accessToken: "eyJ.a.b", accountId: "acct-1", idToken: "eyJ.i.d",
+                                        expiresAt: 1_800_000_000, email: "é@example.com", plan: "plus")
+
+    @Test func payloadIsExactlyTheDocumentedLayout() throws {
+        let bytes = try #require(CachePayload.build(Self.entry))
+        var expected: [UInt8] = Array("CCA".utf8) + [1]
+        expected += [0, 0, 0, 0, 0x6B, 0x49, 0xD2, 0x00] // 1 800 000 000
+        for field in ["eyJ.a.b", "acct-1", "eyJ.i.d", "é@example.com", "plus"] {
+            let n = field.utf8.count
+            expected += [UInt8(n >> 8), UInt8(n & 0xFF)] + Array(field.utf8)
+        }
+        #expect(bytes == expected)
+        #expect(CachePayload.parse(bytes) == Self.entry)
+    }
+
+    @Test func emptyFieldsAndNegativeExpiryRoundTrip() throws {
+        let sparse = AccessCacheEntry(accessToken: "t", accountId: "", idToken: "", expiresAt: -5, email: "", plan: "")
+        #expect(CachePayload.parse(try #require(CachePayload.build(sparse))) == sparse)
+    }
+
+    @Test func everyTruncationAndEveryExtensionIsRefused() throws {
+        let bytes = try #require(CachePayload.build(Self.entry))
+        for n in 0..<bytes.count { #expect(CachePayload.parse(Array(bytes.prefix(n))) == nil, "prefix of \(n) bytes accepted") }
+        #expect(CachePayload.parse(bytes + [0]) == nil)
+    }
+
+    @Test func wrongMagicVersionEncodingOrNoAccessTokenIsRefused() throws {
+        let bytes = try #require(CachePayload.build(Self.entry))
+        var otherVersion = bytes; otherVersion[3] = 2
+        var otherMagic = bytes; otherMagic[0] = UInt8(ascii: "X")
+        var badUTF8 = bytes; badUTF8[4 + 8 + 2] = 0xFF // first byte of the access token
+        #expect(CachePayload.parse(otherVersion) == nil)
+        #expect(CachePayload.parse(otherMagic) == nil)
+        #expect(CachePayload.parse(badUTF8) == nil)
+        let noToken = AccessCacheEntry(accessToken: "", accountId: "a", idToken: "", expiresAt: 1, email: "", plan: "")
+        #expect(CachePayload.parse(try #require(CachePayload.build(noToken))) == nil)
+    }
+
+    @Test func thePayloadFitsTheUserKeyLimitOrIsRefused() {
+        var e = Self.entry
+        e.accessToken = ""
+        e.idToken = ""
+        let overhead = 4 + 8 + 5 * 2 + "acct-1".utf8.count + "é@example.com".utf8.count + "plus".utf8.count
+        e.accessToken = String(repeating: "a", count: 32767 - overhead)
+        #expect(CachePayload.build(e)?.count == 32767)
+        e.accessToken += "a"
+        #expect(CachePayload.build(e) == nil)
+    }
+
+    // MARK: settings
+
+    @Test func ttlParsing() {
+        #expect(AccessCacheSettings.parseTTL("1") == 1)
+        #expect(AccessCacheSettings.parseTTL("300") == 300)
+        #expect(AccessCacheSettings.parseTTL("3600") == 3600)
+        for bad in ["", "0", "3601", "-1", "+5", " 5", "5s", "1e3", "99999999999999999999999", "٣"] {
+            #expect(AccessCacheSettings.parseTTL(bad) == nil, "accepted \(bad)")
+        }
+    }
+
+    @Test func kernelTimeoutIsTheSmallerOfTTLAndExpiryLessFiveMinutes() {
+        let s = AccessCacheSettings(ttl: 300)
+        let now: Int64 = 1_000_000
+        #expect(s.kernelTimeout(expiresAt: now + 3600, now: now) == 300)
+        #expect(s.kernelTimeout(expiresAt: now + 420, now: now) == 120)
+        #expect(s.kernelTimeout(expiresAt: now + 301, now: now) == 1)
+        #expect(s.kernelTimeout(expiresAt: now + 300, now: now) == 0)
+        #expect(s.kernelTimeout(expiresAt: 0, now: now) == 0)
+        #expect(s.kernelTimeout(expiresAt: .min, now: now) == 0)
+        #expect(s.kernelTimeout(expiresAt: .max, now: now) == 300)
+        #expect(s.kernelTimeout(expiresAt: .max, now: -5) == 300)
+    }
+
+    @Test func freshnessIsJudgedAgainstTheCallersMinimum() {
+        let e = AccessCacheEntry(accessToken: "t", accountId: "", idToken: "", expiresAt: 10_000, email: "", plan: "")
+        #expect(e.isFresh(minTTL: 300, now: 9_700))
+        #expect(!e.isFresh(minTTL: 300, now: 9_701))
+        #expect(!e.isFresh(minTTL: 3600, now: 9_000))
+        var far = e; far.expiresAt = .min
+        #expect(!far.isFresh(minTTL: 300, now: 1))
+    }
+
+    // MARK: descriptions
+
+    @Test func descriptionsNameVersionProfileAndStore() throws {
+        let p = try Profile("work")
+        #expect(StoreIdentity.file(path: "/home/a/.local/share/chatgpt-credential/work.age").keyDescription(for: p)
+                == "chatgpt-credential:v1:work:file:/home/a/.local/share/chatgpt-credential/work.age")
+        #expect(StoreIdentity.secretService(busAddress: "unix:path=/run/user/1000/bus").keyDescription(for: p)
+                == "chatgpt-credential:v1:work:secret-service:unix:path=/run/user/1000/bus")
+    }
+
+    @Test func identitiesThatCannotBeADescriptionAreNotCached() {
+        let p = Profile.default
+        #expect(StoreIdentity.file(path: "relative/default.age").keyDescription(for: p) == nil)
+        #expect(StoreIdentity.file(path: "/a\nb/default.age").keyDescription(for: p) == nil)
+        #expect(StoreIdentity.file(path: "/a\u{0}b").keyDescription(for: p) == nil)
+        #expect(StoreIdentity.secretService(busAddress: "").keyDescription(for: p) == nil)
+        let longest = "/" + String(repeating: "d", count: 4095 - "chatgpt-credential:v1:default:file:/".utf8.count)
+        #expect(StoreIdentity.file(path: longest).keyDescription(for: p)?.utf8.count == 4095)
+        #expect(StoreIdentity.file(path: longest + "d").keyDescription(for: p) == nil)
+    }
+
+    @Test func theBusIsFoundAsGDBusFindsIt() throws {
+        #expect(StoreIdentity.secretService(environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:abstract=/tmp/x,guid=1"])
+                == .secretService(busAddress: "unix:abstract=/tmp/x,guid=1"))
+        let dir = NSTemporaryDirectory() + "ccred-bus-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir + "/sub dir", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let runtime = dir + "/sub dir"
+        // No socket yet, or a regular file in its place: no bus, no identity.
+        #expect(StoreIdentity.secretService(environment: ["XDG_RUNTIME_DIR": runtime]) == nil)
+        _ = FileManager.default.createFile(atPath: runtime + "/bus", contents: nil)
+        #expect(StoreIdentity.secretService(environment: ["XDG_RUNTIME_DIR": runtime]) == nil)
+        try FileManager.default.removeItem(atPath: runtime + "/bus")
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let path = Array((runtime + "/bus").utf8CString)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, c) in path.enumerated() where i < raw.count { raw[i] = UInt8(bitPattern: c) }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(bound == 0)
+        let escaped = dir.utf8.map { b -> String in
+            let c = Character(Unicode.Scalar(b))
+            return c.isLetter && c.isASCII || c.isNumber && c.isASCII || "-_/\\.*".contains(c) ? String(c) : String(format: "%%%02X", b)
+        }.joined()
+        #expect(StoreIdentity.secretService(environment: ["XDG_RUNTIME_DIR": runtime])
+                == .secretService(busAddress: "unix:path=\(escaped)/sub%20dir/bus"))
+        // The explicit address wins; a relative XDG_RUNTIME_DIR is ignored.
+        #expect(StoreIdentity.secretService(environment: ["XDG_RUNTIME_DIR": runtime, "DBUS_SESSION_BUS_ADDRESS": "unix:path=/x"])
+                == .secretService(busAddress: "unix:path=/x"))
+        #expect(StoreIdentity.secretService(environment: ["XDG_RUNTIME_DIR": "relative"]) == nil)
+    }
+}
