@@ -71,6 +71,7 @@ let package = Package(
 
         // Test doubles shared by the unit tests (never shipped).
         .target(name: "TestSupport", dependencies: ["CredentialCore", "Stores", "OAuth"], path: "Tests/TestSupport"),
+        .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
         .testTarget(name: "AgeTests", dependencies: ["Age", "Secrets"],
                     exclude: ["age-cctv"]), // C2SP age vectors, read at run time via #filePath
         .testTarget(name: "CredentialCoreTests", dependencies: ["CredentialCore", "Secrets"]),
