@@ -20,7 +20,7 @@ enum AgeConst {
 }
 
 private func decodeArg32(_ arg: String, what: String) throws -> [UInt8] {
-    guard let b = Base64.decode(arg, urlSafe: false, strict: true), b.count == 32 else {
+    guard let b = Base64.decode(arg, alphabet: .standard, padding: .none), b.count == 32 else {
         throw AgeError.headerFailure("invalid \(what)")
     }
     return b
@@ -58,7 +58,7 @@ public struct X25519Recipient: AgeRecipient, Equatable, Sendable {
         let body = ChaChaPoly.seal(key: key, nonce: AgeConst.zeroNonce, fileKey)
         Memory.wipe(&shared)
         Memory.wipe(&key)
-        return [AgeStanza(type: "X25519", args: [Base64.encode(share, padded: false)], body: body)]
+        return [AgeStanza(type: "X25519", args: [Base64.encode(share, alphabet: .standard, padded: false)], body: body)]
     }
 }
 
@@ -132,7 +132,7 @@ public struct ScryptRecipient: AgeRecipient {
         }
         defer { Memory.wipe(&key) }
         let body = ChaChaPoly.seal(key: key, nonce: AgeConst.zeroNonce, fileKey)
-        return [AgeStanza(type: "scrypt", args: [Base64.encode(salt, padded: false), String(workFactor)], body: body)]
+        return [AgeStanza(type: "scrypt", args: [Base64.encode(salt, alphabet: .standard, padded: false), String(workFactor)], body: body)]
     }
 }
 
@@ -162,7 +162,7 @@ public struct ScryptIdentity: AgeIdentity {
         }
         for s in stanzas where s.type == "scrypt" {
             guard s.args.count == 2 else { throw AgeError.headerFailure("scrypt stanza must have two arguments") }
-            guard let salt = Base64.decode(s.args[0], urlSafe: false, strict: true), salt.count == 16 else {
+            guard let salt = Base64.decode(s.args[0], alphabet: .standard, padding: .none), salt.count == 16 else {
                 throw AgeError.headerFailure("invalid scrypt salt")
             }
             let logN = try ScryptIdentity.parseWorkFactor(s.args[1], max: maxWorkFactor)

@@ -7,8 +7,8 @@ private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 
 /// An unsigned JWT whose claims the library can read.
 private func importTestJWT(_ payload: String) -> String {
-    Base64.encode(Array(#"{"alg":"RS256","typ":"JWT"}"#.utf8), urlSafe: true, padded: false) + "."
-        + Base64.encode(Array(payload.utf8), urlSafe: true, padded: false) + ".c2ln"
+    Base64.encode(Array(#"{"alg":"RS256","typ":"JWT"}"#.utf8), alphabet: .urlSafe, padded: false) + "."
+        + Base64.encode(Array(payload.utf8), alphabet: .urlSafe, padded: false) + ".c2ln"
 }
 
 private let accessJWT = importTestJWT(#"{"exp":1900000000,"https://api.openai.com/auth":{"chatgpt_account_id":"acct-from-access","chatgpt_plan_type":"plus"}}"#)

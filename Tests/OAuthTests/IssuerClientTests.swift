@@ -129,7 +129,7 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
         #expect(a.state.utf8.count == 43)    // 32 bytes
         #expect(a.verifier != b.verifier && a.state != b.state)
         #expect(a.challenge == PKCE.challenge(for: a.verifier))
-        #expect(Base64.decode(a.verifier, urlSafe: true)?.count == 64)
+        #expect(Base64.decode(a.verifier, alphabet: .urlSafe, padding: .none)?.count == 64)
     }
 
     @Test func authorizeURL() throws {

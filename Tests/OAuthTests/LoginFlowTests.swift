@@ -62,7 +62,7 @@ final class RecordingConsole: Console {
         let console = RecordingConsole(tty: tty)
         let grant = try DeviceCodeFlow(client: c, console: console, interrupt: nil).run()
         #expect(grant.refreshToken == "rt_new")
-        let osc = "\u{1B}]52;c;" + Base64.encode(Array("ABCD-EFGH".utf8)) + "\u{07}"
+        let osc = "\u{1B}]52;c;" + Base64.encode(Array("ABCD-EFGH".utf8), alphabet: .standard, padded: true) + "\u{07}"
         #expect(console.text.contains(osc) == tty)
         if !tty { #expect(!console.text.contains("\u{1B}")) }
         #expect(console.lines.contains { $0.hasSuffix("http://127.0.0.1:9/codex/device") })

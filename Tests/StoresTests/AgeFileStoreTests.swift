@@ -128,7 +128,7 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
         }
         #expect(try ScryptIdentity.parseWorkFactor("18", max: ageMaxScryptWorkFactor) == 18)
         // A header claiming logN 30 must fail fast, not run scrypt for minutes.
-        let stanza = AgeStanza(type: "scrypt", args: [Base64.encode([UInt8](repeating: 1, count: 16), padded: false), "30"],
+        let stanza = AgeStanza(type: "scrypt", args: [Base64.encode([UInt8](repeating: 1, count: 16), alphabet: .standard, padded: false), "30"],
                                body: [UInt8](repeating: 0, count: 32))
         let file = AgeFile.header(stanzas: [stanza], fileKey: [UInt8](repeating: 2, count: 16)).encoded()
             + [UInt8](repeating: 0, count: 40)
