@@ -67,7 +67,7 @@ let package = Package(
             dependencies: ["CredentialCore", "Stores", "OAuth", "HelperProtocols", "Credentials", "Secrets", "CSystemShims"]
         ),
         // argv -> Invocation -> run -> exit code.
-        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "CSystemShims"]),
+        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "Secrets", "CSystemShims"]),
 
         // Test doubles shared by the unit tests (never shipped).
         .target(name: "TestSupport", dependencies: ["CredentialCore", "Stores", "OAuth"], path: "Tests/TestSupport"),

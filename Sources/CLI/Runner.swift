@@ -125,7 +125,7 @@ public final class Runner {
     // MARK: store
 
     func store(_ g: GlobalOptions, fromCodex: String??) throws -> Outcome {
-        var input: [UInt8]
+        let input: SecretBytes
         switch fromCodex {
         case .none:
             if console.stdinIsTerminal { console.err("chatgpt-credential: paste the credential JSON, then press Ctrl-D") }
@@ -136,7 +136,6 @@ public final class Runner {
             }
             input = try FileSystem.readSmallFile(path, limit: TokenImport.maxBytes)
         }
-        defer { Memory.wipe(&input) }
         let imported = try TokenImport.parse(input, now: services.now())
         let store = try saveNewCredential(imported.document, g)
         let d = imported.document

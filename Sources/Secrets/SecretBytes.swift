@@ -31,7 +31,8 @@ import Glibc
 public struct SecretBytes: ~Copyable, @unchecked Sendable {
     // @unchecked Sendable: the one owner may hand the value to another thread; nothing is shared.
     private var base: UnsafeMutableRawPointer
-    private var capacity: Int
+    /// How many bytes fit before `append` has to move the value to a larger region.
+    public private(set) var capacity: Int
     /// How many bytes the value holds.
     public private(set) var count: Int
 
@@ -108,6 +109,14 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
     /// Constant-time comparison (`sodium_memcmp`); only the lengths may differ in time.
     public func equals(_ other: borrowing SecretBytes) -> Bool {
         other.withUnsafeBytes { Sodium.equal(UnsafeRawBufferPointer(start: base, count: count), $0) }
+    }
+
+    /// A second value with the same bytes, in its own guarded region (both are wiped when they
+    /// go): for an owner that must hand a secret to another owner and keep it too.
+    public func duplicate() -> SecretBytes {
+        var copy = SecretBytes(capacity: count)
+        copy.append(UnsafeRawBufferPointer(start: base, count: count))
+        return copy
     }
 
     // MARK: building

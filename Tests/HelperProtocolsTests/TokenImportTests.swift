@@ -35,7 +35,7 @@ private func codexFile(accountId: String? = "acct-in-file", lastRefresh: String 
     // MARK: accepted shapes
 
     @Test func importsCodexAuthFile() throws {
-        let r = try TokenImport.parse(bytes(codexFile()), now: now + 10_000_000)
+        let r = try TokenImport.parse(SecretBytes(copying: bytes(codexFile())), now: now + 10_000_000)
         #expect(r.format == .codexAuthFile)
         #expect(r.document.accessToken == accessJWT)
         #expect(r.document.refreshToken == "rt_abc-123.XYZ")
@@ -49,21 +49,21 @@ private func codexFile(accountId: String? = "acct-in-file", lastRefresh: String 
     }
 
     @Test func codexFileWithoutAccountIdTakesItFromClaims() throws {
-        let r = try TokenImport.parse(bytes(codexFile(accountId: nil, authMode: "chatgpt")), now: now)
+        let r = try TokenImport.parse(SecretBytes(copying: bytes(codexFile(accountId: nil, authMode: "chatgpt"))), now: now)
         #expect(r.document.accountId == "acct-from-access")
         // Codex writes `"account_id": null` too.
         let withNull = codexFile(accountId: nil).replacingFirst(#""refresh_token": "rt_abc-123.XYZ""#,
                                                                 #""refresh_token": "rt_abc-123.XYZ", "account_id": null"#)
-        #expect(try TokenImport.parse(bytes(withNull), now: now).document.accountId == "acct-from-access")
+        #expect(try TokenImport.parse(SecretBytes(copying: bytes(withNull)), now: now).document.accountId == "acct-from-access")
     }
 
     @Test func lastRefreshInTheFutureOrInvalidBecomesNow() throws {
-        #expect(try TokenImport.parse(bytes(codexFile(lastRefresh: "2099-01-01T00:00:00Z")), now: now).document.lastRefresh == now)
-        #expect(try TokenImport.parse(bytes(codexFile(lastRefresh: "yesterday")), now: now).document.lastRefresh == now)
+        #expect(try TokenImport.parse(SecretBytes(copying: bytes(codexFile(lastRefresh: "2099-01-01T00:00:00Z"))), now: now).document.lastRefresh == now)
+        #expect(try TokenImport.parse(SecretBytes(copying: bytes(codexFile(lastRefresh: "yesterday"))), now: now).document.lastRefresh == now)
     }
 
     @Test func importsPlainTokens() throws {
-        let r = try TokenImport.parse(bytes(#"{"access_token":"\#(accessJWT)","refresh_token":"rt_1","id_token":"\#(idJWT)"}"#), now: now)
+        let r = try TokenImport.parse(SecretBytes(copying: bytes(#"{"access_token":"\#(accessJWT)","refresh_token":"rt_1","id_token":"\#(idJWT)"}"#)), now: now)
         #expect(r.format == .tokens)
         #expect(r.document == TokenDocument.fromTokens(accessToken: accessJWT, refreshToken: "rt_1", idToken: idJWT, now: now))
         #expect(r.document.accountId == "acct-from-access")
@@ -72,14 +72,14 @@ private func codexFile(accountId: String? = "acct-in-file", lastRefresh: String 
 
     @Test func importsAnIssuerTokenResponseAsIs() throws {
         let body = #"{"access_token":"\#(accessJWT)","token_type":"Bearer","expires_in":3600,"refresh_token":"rt_2","scope":"openid","id_token":null}"#
-        let r = try TokenImport.parse(bytes(body), now: now)
+        let r = try TokenImport.parse(SecretBytes(copying: bytes(body)), now: now)
         #expect(r.document.refreshToken == "rt_2")
         #expect(r.document.idToken == "")
         #expect(r.document.expiresAt == 1_900_000_000)
     }
 
     @Test func opaqueTokensAreAccepted() throws {
-        let r = try TokenImport.parse(bytes(#"{"access_token":"opaque","refresh_token":"r"}"#), now: now)
+        let r = try TokenImport.parse(SecretBytes(copying: bytes(#"{"access_token":"opaque","refresh_token":"r"}"#)), now: now)
         #expect(r.document.accessToken == "opaque")
         #expect(r.document.accountId == "")
         #expect(r.document.expiresAt == 0)
@@ -89,9 +89,9 @@ private func codexFile(accountId: String? = "acct-in-file", lastRefresh: String 
         var text = #"{"access_token":"a","refresh_token":"r"}"#
         text += String(repeating: " ", count: 65536 - text.utf8.count)
         #expect(text.utf8.count == 65536)
-        #expect(try TokenImport.parse(bytes(text), now: now).document.refreshToken == "r")
+        #expect(try TokenImport.parse(SecretBytes(copying: bytes(text)), now: now).document.refreshToken == "r")
         #expect(throws: CredentialError.badInput("store: the input is larger than 64 KiB")) {
-            try TokenImport.parse(bytes(text + " "), now: now)
+            try TokenImport.parse(SecretBytes(copying: bytes(text + " ")), now: now)
         }
     }
 
@@ -137,25 +137,25 @@ private func codexFile(accountId: String? = "acct-in-file", lastRefresh: String 
     @Test(arguments: 0..<badInputs.count)
     func rejectsWithReason(_ index: Int) {
         let (input, reason) = Self.badInputs[index]
-        #expect(throws: CredentialError.badInput(reason)) { try TokenImport.parse(bytes(input), now: now) }
+        #expect(throws: CredentialError.badInput(reason)) { try TokenImport.parse(SecretBytes(copying: bytes(input)), now: now) }
     }
 
     @Test func rejectsTenMegabytes() {
         let huge = bytes(#"{"access_token":""#) + [UInt8](repeating: 0x61, count: 10 * 1024 * 1024) + bytes(#"","refresh_token":"r"}"#)
-        #expect(throws: CredentialError.badInput("store: the input is larger than 64 KiB")) { try TokenImport.parse(huge, now: now) }
+        #expect(throws: CredentialError.badInput("store: the input is larger than 64 KiB")) { try TokenImport.parse(SecretBytes(copying: huge), now: now) }
     }
 
     @Test func rejectsBinaryGarbage() {
         var seed: UInt32 = 7
         let garbage: [UInt8] = (0..<2048).map { _ in seed = seed &* 1_103_515_245 &+ 12345; return UInt8(truncatingIfNeeded: seed >> 16) }
-        #expect(throws: CredentialError.self) { try TokenImport.parse([0x7B] + garbage, now: now) }
-        #expect(throws: CredentialError.self) { try TokenImport.parse(bytes(#"{"access_token":""#) + [0xFF, 0xFE] + bytes(#"","refresh_token":"r"}"#), now: now) }
+        #expect(throws: CredentialError.self) { try TokenImport.parse(SecretBytes(copying: [0x7B] + garbage), now: now) }
+        #expect(throws: CredentialError.self) { try TokenImport.parse(SecretBytes(copying: bytes(#"{"access_token":""#) + [0xFF, 0xFE] + bytes(#"","refresh_token":"r"}"#)), now: now) }
     }
 
     @Test func everyReasonIsOneLineAndExitCode2() {
         for (input, _) in Self.badInputs {
             do {
-                _ = try TokenImport.parse(bytes(input), now: now)
+                _ = try TokenImport.parse(SecretBytes(copying: bytes(input)), now: now)
                 Issue.record("accepted \(input)")
             } catch let e as CredentialError {
                 #expect(e.exitCode == 2)
@@ -167,7 +167,7 @@ private func codexFile(accountId: String? = "acct-in-file", lastRefresh: String 
     @Test func errorsNeverEchoTheSecret() {
         let secret = "rt_SECRET_VALUE"
         do {
-            _ = try TokenImport.parse(bytes(#"{"access_token":"a b","refresh_token":"\#(secret)"}"#), now: now)
+            _ = try TokenImport.parse(SecretBytes(copying: bytes(#"{"access_token":"a b","refresh_token":"\#(secret)"}"#)), now: now)
             Issue.record("accepted")
         } catch let e as CredentialError {
             #expect(!e.message.contains(secret))

@@ -10,7 +10,7 @@ final class RecordingConsole: Console {
     init(tty: Bool = false) { self.tty = tty }
     func out(_ text: String) { Issue.record("login must not write to stdout: \(text)") }
     func err(_ line: String) { lines.append(line) }
-    func readInput(limit: Int) throws -> [UInt8] { [] }
+    func readInput(limit: Int) throws -> SecretBytes { SecretBytes() }
     func readSome(_ max: Int) throws -> [UInt8] { [] }
     var stdinIsTerminal: Bool { false }
     var stderrIsTerminal: Bool { tty }
