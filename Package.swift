@@ -48,7 +48,8 @@ let package = Package(
         // libc calls Swift cannot make directly (prctl is variadic).
         .target(name: "CSystemShims"),
         // dlopen()s libcurl.so.4 on first request; links no libcurl, so `get` of a fresh token
-        // never loads the network stack.
+        // never loads the network stack. Its calls are typed by libcurl's own <curl/curl.h>
+        // (libcurl4-openssl-dev), as CLibSecret's are by libsecret's header.
         .target(name: "CCurlShim"),
 
         .target(name: "Secrets", dependencies: ["CSodium"]),
