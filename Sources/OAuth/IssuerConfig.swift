@@ -1,8 +1,5 @@
 import CredentialCore
 import Secrets
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// The OAuth issuer's base URL: `CHATGPT_CREDENTIAL_ISSUER`, default `https://auth.openai.com`.
 /// Only `https://`, or `http://` to a loopback address (127.0.0.0/8, `[::1]`, `localhost`), is
@@ -56,19 +53,12 @@ public struct IssuerConfig: Equatable, Sendable {
         isLoopback = scheme == "http" && loopback
     }
 
-    /// Reads `CHATGPT_CREDENTIAL_ISSUER` (unset or empty: the default issuer).
-    public static func fromEnvironment(_ environment: [String: String]? = nil) throws -> IssuerConfig {
-        let value: String?
-        if let environment {
-            value = environment[OAuthConstants.issuerEnvironmentVariable]
-        } else {
-            value = getenv(OAuthConstants.issuerEnvironmentVariable).map { String(cString: $0) }
-        }
-        guard let value, !value.isEmpty else { return .default }
+    /// Reads `CHATGPT_CREDENTIAL_ISSUER` from the environment handed in (unset or empty: the
+    /// default issuer).
+    public static func fromEnvironment(_ environment: [String: String]) throws -> IssuerConfig {
+        guard let value = environment[OAuthConstants.issuerEnvironmentVariable], !value.isEmpty else { return .default }
         return try IssuerConfig(value)
     }
-
-    public var isDefault: Bool { baseURL == OAuthConstants.defaultIssuer }
 
     /// The full URL of an endpoint path such as `/oauth/token`.
     public func url(_ path: String) -> String { baseURL + path }

@@ -34,7 +34,7 @@ final class StoreSandbox {
         return lstat(path, &st) == 0 ? st.st_mode & 0o7777 : 0o7777
     }
     func write(_ path: String, _ text: String, mode: mode_t = 0o600) {
-        FileManager.default.createFile(atPath: path, contents: Data(text.utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(text.utf8))
         chmod(path, mode)
     }
 }
@@ -252,7 +252,7 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
         let path = sb.storePath()
         let good = sb.bytes(path)!
         func check(_ bytes: [UInt8], _ matches: (CredentialError) -> Bool) {
-            FileManager.default.createFile(atPath: path, contents: Data(bytes))
+            _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
             chmod(path, 0o600)
             expectStoreError(matches) { _ = try sb.store().read(.default) }
             #expect(sb.bytes(path) == bytes)
@@ -269,7 +269,7 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
         var badMac = good; badMac[macLine] = badMac[macLine] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
         check(badMac, isCorrupt)
         // Another identity.
-        FileManager.default.createFile(atPath: path, contents: Data(good)); chmod(path, 0o600)
+        _ = FileManager.default.createFile(atPath: path, contents: Data(good)); chmod(path, 0o600)
         let other = X25519Identity.generate()
         sb.write(sb.identity, "# public key: \(other.recipient.encoded)\n\(other.encoded().unsafeString())\n")
         expectStoreError(isWrongKey) { _ = try sb.store().read(.default) }
@@ -372,7 +372,7 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
         let sb = StoreSandbox()
         try sb.store().write(.default, secret: secretA)
         let big = [UInt8](repeating: 0x41, count: (1 << 20) + 1)
-        FileManager.default.createFile(atPath: sb.storePath(), contents: Data(big))
+        _ = FileManager.default.createFile(atPath: sb.storePath(), contents: Data(big))
         chmod(sb.storePath(), 0o600)
         expectStoreError(isCorrupt) { _ = try sb.store().read(.default) }
     }
