@@ -31,35 +31,65 @@ enum HMAC {
     }
 }
 
-/// HKDF-SHA-256 (RFC 5869).
+/// HKDF-SHA-256 (RFC 5869). The PRK and each T(i) block exist only in a 64-byte scratch on the
+/// call's stack, zeroed with `sodium_memzero` before it returns. Each value costs a guarded
+/// mapping, so the `into:`/`replacing:` forms let a caller derive into a value it already has.
 public enum HKDF {
-    /// `length` bytes of output keying material from `ikm`. The PRK and each T(i) block exist only
-    /// in a 64-byte scratch on this call's stack, zeroed with `sodium_memzero` before it returns.
-    public static func sha256(ikm: UnsafeRawBufferPointer, salt: [UInt8], info: [UInt8], length: Int) -> SecretBytes {
-        precondition(length >= 0 && length <= 255 * 32)
+    /// `length` bytes of output keying material from `ikm`, as a new value.
+    public static func sha256(ikm: borrowing SecretBytes, salt: [UInt8], info: [UInt8], length: Int) -> SecretBytes {
         var out = SecretBytes(capacity: length)
-        withUnsafeTemporaryAllocation(byteCount: 64, alignment: 16) { scratch in
-            let prk = scratch.baseAddress!, t = prk + 32
-            // An empty salt is HashLen zero bytes; HMAC pads keys with zeros, so the two are identical.
-            salt.withUnsafeBytes { HMAC.sha256(key: $0, [ikm], into: prk) }
-            var counter: UInt8 = 1
-            while out.count < length {
-                let previous = UnsafeRawBufferPointer(start: t, count: counter == 1 ? 0 : 32)
-                info.withUnsafeBytes { i in
-                    withUnsafeBytes(of: counter) { c in
-                        HMAC.sha256(key: UnsafeRawBufferPointer(start: prk, count: 32), [previous, i, c], into: t)
-                    }
-                }
-                out.append(UnsafeRawBufferPointer(start: t, count: min(32, length - out.count)))
-                counter &+= 1
-            }
-            sodium_memzero(prk, 64)
-        }
+        sha256(ikm: ikm, salt: salt, info: info, length: length, into: &out)
         return out
     }
 
-    public static func sha256(ikm: borrowing SecretBytes, salt: [UInt8], info: [UInt8], length: Int) -> SecretBytes {
-        ikm.withUnsafeBytes { sha256(ikm: $0, salt: salt, info: info, length: length) }
+    /// The same, written into `out` (whatever it held is wiped first).
+    public static func sha256(ikm: borrowing SecretBytes, salt: [UInt8], info: [UInt8], length: Int, into out: inout SecretBytes) {
+        withScratch { prk, t in
+            ikm.withUnsafeBytes { extract($0, salt: salt, into: prk) }
+            expand(prk, t, info: info, length: length, into: &out)
+        }
+    }
+
+    /// Replaces `key` with the derivation from it (an X25519 shared secret becomes the wrap key
+    /// in the same value): `key` is read in full before anything is written.
+    public static func sha256(replacing key: inout SecretBytes, salt: [UInt8], info: [UInt8], length: Int) {
+        withScratch { prk, t in
+            key.withUnsafeBytes { extract($0, salt: salt, into: prk) }
+            expand(prk, t, info: info, length: length, into: &key)
+        }
+    }
+
+    private static func withScratch(_ body: (UnsafeMutableRawPointer, UnsafeMutableRawPointer) -> Void) {
+        withUnsafeTemporaryAllocation(byteCount: 64, alignment: 16) { scratch in
+            let prk = scratch.baseAddress!
+            body(prk, prk + 32)
+            sodium_memzero(prk, 64)
+        }
+    }
+
+    /// PRK = HMAC(salt, ikm). An empty salt is HashLen zero bytes; HMAC pads keys with zeros, so
+    /// the two are identical.
+    private static func extract(_ ikm: UnsafeRawBufferPointer, salt: [UInt8], into prk: UnsafeMutableRawPointer) {
+        salt.withUnsafeBytes { HMAC.sha256(key: $0, [ikm], into: prk) }
+    }
+
+    /// T(i) = HMAC(PRK, T(i-1) | info | i), concatenated into `out` (emptied first).
+    private static func expand(_ prk: UnsafeMutableRawPointer, _ t: UnsafeMutableRawPointer, info: [UInt8], length: Int,
+                               into out: inout SecretBytes) {
+        precondition(length >= 0 && length <= 255 * 32)
+        out.truncate(to: 0)
+        out.reserveCapacity(length)
+        var counter: UInt8 = 1
+        while out.count < length {
+            let previous = UnsafeRawBufferPointer(start: t, count: counter == 1 ? 0 : 32)
+            info.withUnsafeBytes { i in
+                withUnsafeBytes(of: counter) { c in
+                    HMAC.sha256(key: UnsafeRawBufferPointer(start: prk, count: 32), [previous, i, c], into: t)
+                }
+            }
+            out.append(UnsafeRawBufferPointer(start: t, count: min(32, length - out.count)))
+            counter &+= 1
+        }
     }
 }
 

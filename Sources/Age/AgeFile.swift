@@ -91,17 +91,19 @@ public enum AgeFile {
             if let k = try identity.unwrap(header.stanzas) { fileKey = consume k; break }
         }
         guard let key = fileKey else { throw AgeError.noMatch }
-        let macKey = HKDF.sha256(ikm: key, salt: [], info: headerLabel, length: 32)
-        guard Sodium.equal(HMAC.sha256(key: macKey, header.macInput), header.mac) else { throw AgeError.hmacFailure }
+        var derived = HKDF.sha256(ikm: key, salt: [], info: headerLabel, length: 32)
+        guard Sodium.equal(HMAC.sha256(key: derived, header.macInput), header.mac) else { throw AgeError.hmacFailure }
         guard file.count - header.length >= nonceSize else { throw AgeError.headerFailure("payload nonce is missing or short") }
         let nonce = Array(file[header.length..<(header.length + nonceSize)])
-        try decryptPayload(file[(header.length + nonceSize)...], fileKey: key, nonce: nonce, into: &plaintext, release: release)
+        // The MAC key's value is reused for the payload key (one guarded mapping fewer).
+        HKDF.sha256(ikm: key, salt: nonce, info: payloadLabel, length: 32, into: &derived)
+        try decryptPayload(file[(header.length + nonceSize)...], payloadKey: derived, into: &plaintext, release: release)
         return Opened(header: header, fileKey: key, nonce: nonce)
     }
 
-    static func decryptPayload(_ payload: ArraySlice<UInt8>, fileKey: borrowing SecretBytes, nonce: [UInt8],
+    /// STREAM-decrypts the payload (after the nonce) under the payload key.
+    static func decryptPayload(_ payload: ArraySlice<UInt8>, payloadKey key: borrowing SecretBytes,
                                into plaintext: inout SecretBytes, release: (UnsafeRawBufferPointer) -> Void) throws {
-        let key = HKDF.sha256(ikm: fileKey, salt: nonce, info: payloadLabel, length: 32)
         let full = chunkSize + ChaChaPoly.tagSize
         var pos = payload.startIndex
         var counter: UInt64 = 0

@@ -49,11 +49,12 @@ public struct X25519Recipient: AgeRecipient, Equatable, Sendable {
     public func wrap(fileKey: borrowing SecretBytes) -> [AgeStanza] {
         let ephemeral = SecretBytes(randomCount: 32)
         let share = Curve25519.publicKey(secret: ephemeral)
-        guard let shared = Curve25519.sharedSecret(secret: ephemeral, point: publicKey) else {
+        guard var key = Curve25519.sharedSecret(secret: ephemeral, point: publicKey) else {
             // Only a low-order recipient key gets here; nothing encrypted to it is recoverable.
             preconditionFailure("X25519 recipient is a low-order point")
         }
-        let key = HKDF.sha256(ikm: shared, salt: share + publicKey, info: X25519Recipient.label, length: 32)
+        // The shared secret becomes the wrap key in place.
+        HKDF.sha256(replacing: &key, salt: share + publicKey, info: X25519Recipient.label, length: 32)
         let body = ChaChaPoly.seal(key: key, nonce: AgeConst.zeroNonce, fileKey)
         return [AgeStanza(type: "X25519", args: [Base64.encode(share, alphabet: .standard, padded: false)], body: body)]
     }
@@ -101,10 +102,11 @@ public final class X25519Identity: AgeIdentity, @unchecked Sendable {
             guard s.body.count == AgeConst.wrappedSize else {
                 throw AgeError.headerFailure("X25519 stanza body has the wrong size")
             }
-            guard let shared = Curve25519.sharedSecret(secret: secretKey, point: share) else {
+            guard var key = Curve25519.sharedSecret(secret: secretKey, point: share) else {
                 throw AgeError.headerFailure("X25519 share is a low-order point")
             }
-            let key = HKDF.sha256(ikm: shared, salt: share + ours, info: X25519Recipient.label, length: 32)
+            // The shared secret becomes the wrap key in place.
+            HKDF.sha256(replacing: &key, salt: share + ours, info: X25519Recipient.label, length: 32)
             if let fileKey = ChaChaPoly.open(key: key, nonce: AgeConst.zeroNonce, s.body[...]) { return fileKey }
         }
         return nil

@@ -17,7 +17,8 @@ import Glibc
 /// (`RLIMIT_MEMLOCK` reached: each value locks at least one page) libsodium ignores the failure:
 /// the value still works and is still guarded and zeroed, only not locked. Each value costs
 /// about five system calls to make and five to release, so a value is made once per secret,
-/// not per byte or per chunk.
+/// not per byte or per chunk. `sodium_malloc(0)` works too (a page whose end is the guard
+/// page), but an empty value maps nothing at all: it has no bytes to protect.
 ///
 /// An allocation failure (`sodium_malloc` returns NULL only when `mmap` fails) ends the process
 /// with a fatal error rather than throwing: the values are small (at most about a megabyte), a
@@ -30,7 +31,9 @@ import Glibc
 /// Swift value that is never wiped.
 public struct SecretBytes: ~Copyable, @unchecked Sendable {
     // @unchecked Sendable: the one owner may hand the value to another thread; nothing is shared.
-    private var base: UnsafeMutableRawPointer
+    /// The sodium_malloc'd region, nil while `capacity` is 0: an empty value has no bytes to
+    /// protect, so it maps nothing (empty bodies and not-yet-known passphrases cost no syscalls).
+    private var base: UnsafeMutableRawPointer?
     /// How many bytes fit before `append` has to move the value to a larger region.
     public private(set) var capacity: Int
     /// How many bytes the value holds.
@@ -39,7 +42,7 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
     /// An empty value with room for `capacity` bytes before `append` has to move it.
     public init(capacity: Int = 0) {
         precondition(capacity >= 0, "negative capacity")
-        base = Self.allocate(capacity)
+        base = capacity > 0 ? Self.allocate(capacity) : nil
         self.capacity = capacity
         count = 0
     }
@@ -47,41 +50,38 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
     /// `count` zero bytes.
     public init(zeros count: Int) {
         self.init(capacity: count)
-        sodium_memzero(base, count)
+        if let base { sodium_memzero(base, count) }
         self.count = count
     }
 
     /// `count` bytes from libsodium's CSPRNG.
     public init(randomCount count: Int) {
         self.init(capacity: count)
-        randombytes_buf(base, count)
+        if let base { randombytes_buf(base, count) }
         self.count = count
     }
 
     /// A copy of `bytes`. The source stays as it was: a caller that owns it wipes it.
     public init(copying bytes: UnsafeRawBufferPointer) {
         self.init(capacity: bytes.count)
-        if let source = bytes.baseAddress { memcpy(base, source, bytes.count) }
+        if let base, let source = bytes.baseAddress { memcpy(base, source, bytes.count) }
         count = bytes.count
     }
 
     /// A copy of `bytes` (test data, or a boundary that still hands over an array).
     public init<C: Collection>(copying bytes: C) where C.Element == UInt8 {
         self.init(capacity: bytes.count)
-        let target = base.assumingMemoryBound(to: UInt8.self)
         var i = 0
-        for b in bytes {
-            target[i] = b
-            i += 1
+        if let target = base?.assumingMemoryBound(to: UInt8.self) {
+            for b in bytes {
+                target[i] = b
+                i += 1
+            }
         }
         count = i
     }
 
-    deinit {
-        // sodium_free zeroes the pages too (sodium_munlock); the explicit wipe does not depend on it.
-        sodium_memzero(base, capacity)
-        sodium_free(base)
-    }
+    deinit { Self.release(base, capacity) }
 
     private static func allocate(_ size: Int) -> UnsafeMutableRawPointer {
         // sodium_init() sets the page size sodium_malloc works with; without it libsodium aborts.
@@ -92,11 +92,19 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
         return p
     }
 
+    private static func release(_ p: UnsafeMutableRawPointer?, _ size: Int) {
+        guard let p else { return }
+        // sodium_free zeroes the pages too (sodium_munlock); the explicit wipe does not depend on it.
+        sodium_memzero(p, size)
+        sodium_free(p)
+    }
+
     public var isEmpty: Bool { count == 0 }
 
     // MARK: borrowed access
 
-    /// Calls `body` with the bytes; the pointer must not outlive the call.
+    /// Calls `body` with the bytes; the pointer must not outlive the call. (An empty value's
+    /// buffer has a nil base address, as an empty array's may.)
     public func withUnsafeBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(start: base, count: count))
     }
@@ -114,9 +122,7 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
     /// A second value with the same bytes, in its own guarded region (both are wiped when they
     /// go): for an owner that must hand a secret to another owner and keep it too.
     public func duplicate() -> SecretBytes {
-        var copy = SecretBytes(capacity: count)
-        copy.append(UnsafeRawBufferPointer(start: base, count: count))
-        return copy
+        SecretBytes(copying: UnsafeRawBufferPointer(start: base, count: count))
     }
 
     // MARK: building
@@ -125,28 +131,26 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
     public mutating func reserveCapacity(_ total: Int) {
         guard total > capacity else { return }
         let grown = Self.allocate(total)
-        memcpy(grown, base, count)
-        sodium_memzero(base, capacity)
-        sodium_free(base)
+        if let base, count > 0 { memcpy(grown, base, count) }
+        Self.release(base, capacity)
         base = grown
         capacity = total
     }
 
-    private mutating func makeRoom(_ more: Int) {
+    private mutating func makeRoom(_ more: Int) -> UnsafeMutableRawPointer {
         let needed = count + more
         if needed > capacity { reserveCapacity(max(needed, capacity * 2, 64)) }
+        return base! + count
     }
 
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         guard let source = bytes.baseAddress, bytes.count > 0 else { return }
-        makeRoom(bytes.count)
-        memcpy(base + count, source, bytes.count)
+        memcpy(makeRoom(bytes.count), source, bytes.count)
         count += bytes.count
     }
 
     public mutating func append(_ byte: UInt8) {
-        makeRoom(1)
-        base.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
+        makeRoom(1).storeBytes(of: byte, as: UInt8.self)
         count += 1
     }
 
@@ -163,22 +167,25 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
     /// Appends what `fill` writes into up to `maxCount` bytes of new room (it returns how many
     /// it wrote), so `read(2)` or a decryption can write straight into the secret.
     public mutating func append(upTo maxCount: Int, _ fill: (UnsafeMutableRawBufferPointer) throws -> Int) rethrows {
-        makeRoom(maxCount)
-        let room = UnsafeMutableRawBufferPointer(start: base + count, count: maxCount)
+        guard maxCount > 0 else {
+            _ = try fill(UnsafeMutableRawBufferPointer(start: nil, count: 0))
+            return
+        }
+        let room = UnsafeMutableRawBufferPointer(start: makeRoom(maxCount), count: maxCount)
         let written: Int
         do { written = try fill(room) } catch {
             sodium_memzero(room.baseAddress!, maxCount)
             throw error
         }
         precondition(written >= 0 && written <= maxCount, "append(upTo:) wrote outside its room")
-        sodium_memzero(base + count + written, maxCount - written)
+        sodium_memzero(room.baseAddress! + written, maxCount - written)
         count += written
     }
 
     /// Drops everything after the first `newCount` bytes, wiping them.
     public mutating func truncate(to newCount: Int) {
         precondition(newCount >= 0 && newCount <= count, "truncate(to:) beyond the end")
-        sodium_memzero(base + newCount, count - newCount)
+        if let base, count > newCount { sodium_memzero(base + newCount, count - newCount) }
         count = newCount
     }
 

@@ -133,10 +133,27 @@ import Glibc
         #expect(signalEndingChild { _ = base.load(fromByteOffset: 100, as: UInt8.self) } == SIGSEGV)
     }
 
-    @Test func aZeroSizeValueSitsAgainstItsGuardPage() {
-        let s = SecretBytes()
-        let base = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
-        #expect(signalEndingChild { _ = base.load(as: UInt8.self) } == SIGSEGV)
+    @Test func anEmptyValueMapsNothingUntilItGrows() {
+        var s = SecretBytes()
+        let capacity = s.capacity, base = s.withUnsafeBytes { $0.baseAddress }
+        #expect(capacity == 0 && base == nil)
+        s.append(7)
+        let grown = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+        let bytes = contents(s)
+        #expect(bytes == [7])
+        // Once it holds a byte it is guarded like any other value.
+        #expect(signalEndingChild { _ = grown.load(fromByteOffset: 0, as: UInt8.self) } == 0)
+        let end = s.capacity
+        #expect(signalEndingChild { _ = grown.load(fromByteOffset: end, as: UInt8.self) } == SIGSEGV)
+    }
+
+    @Test func movingToALargerRegionReleasesTheOldOne() {
+        var s = SecretBytes(copying: [1, 2, 3])
+        let old = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+        s.reserveCapacity(5000)
+        let bytes = contents(s)
+        #expect(bytes == [1, 2, 3])
+        #expect(signalEndingChild { _ = old.load(as: UInt8.self) } == SIGSEGV)
     }
 
     @Test func releasedValuesAreUnmapped() {
