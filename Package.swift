@@ -49,7 +49,8 @@ let package = Package(
         // libc calls Swift cannot make directly (prctl is variadic).
         .target(name: "CSystemShims"),
         // dlopen()s libcurl.so.4 on first request; links no libcurl, so `get` of a fresh token
-        // never loads the network stack.
+        // never loads the network stack. Its calls are typed by libcurl's own <curl/curl.h>
+        // (libcurl4-openssl-dev), as CLibSecret's are by libsecret's header.
         .target(name: "CCurlShim"),
         // add_key(2) and keyctl(2), which glibc does not wrap (syscall(2) is variadic).
         .target(name: "CKeyring"),
@@ -71,10 +72,11 @@ let package = Package(
             dependencies: ["CredentialCore", "Stores", "OAuth", "HelperProtocols", "Credentials", "AccessCache", "Secrets", "CSystemShims"]
         ),
         // argv -> Invocation -> run -> exit code.
-        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "CSystemShims"]),
+        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "Secrets", "CSystemShims"]),
 
         // Test doubles shared by the unit tests (never shipped).
         .target(name: "TestSupport", dependencies: ["CredentialCore", "Stores", "OAuth"], path: "Tests/TestSupport"),
+        .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
         .testTarget(name: "AgeTests", dependencies: ["Age", "Secrets"],
                     exclude: ["age-cctv"]), // C2SP age vectors, read at run time via #filePath
         .testTarget(name: "CredentialCoreTests", dependencies: ["CredentialCore", "Secrets"]),

@@ -1,3 +1,4 @@
+import Secrets
 import CredentialCore
 
 /// What an entry holds: the answer to every `get` format, and never the refresh token.
@@ -46,28 +47,28 @@ enum CachePayload {
     /// The `user` key type's limit (security/keys/user_defined.c).
     static let maxBytes = 32767
 
-    /// The payload, or nil when it would not fit in a key. The caller wipes it after use.
-    static func build(_ entry: AccessCacheEntry) -> [UInt8]? {
+    /// The payload (in guarded memory, wiped when dropped), or nil when it would not fit in a key.
+    static func build(_ entry: AccessCacheEntry) -> SecretBytes? {
         let fields = [entry.accessToken, entry.accountId, entry.idToken, entry.email, entry.plan]
         let total = magic.count + 8 + fields.reduce(0) { $0 + 2 + $1.utf8.count }
         guard total <= maxBytes else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(total)
-        out += magic
+        var out = SecretBytes(capacity: total)
+        for b in magic { out.append(b) }
         let e = UInt64(bitPattern: entry.expiresAt)
         for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: e >> UInt64(shift))) }
         for field in fields {
             let n = field.utf8.count
             out.append(UInt8(n >> 8))
             out.append(UInt8(n & 0xFF))
-            out += field.utf8
+            out.append(utf8: field)
         }
         return out
     }
 
     /// The entry in `bytes`, or nil for anything that is not exactly a version-1 payload with an
     /// access token.
-    static func parse(_ bytes: [UInt8]) -> AccessCacheEntry? {
+    static func parse(_ raw: UnsafeRawBufferPointer) -> AccessCacheEntry? {
+        let bytes = raw.bindMemory(to: UInt8.self)
         guard bytes.count >= magic.count + 8, bytes.count <= maxBytes, Array(bytes[0..<magic.count]) == magic else { return nil }
         var at = magic.count
         var e: UInt64 = 0

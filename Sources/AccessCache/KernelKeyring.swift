@@ -1,3 +1,4 @@
+import Secrets
 import CKeyring
 #if canImport(Glibc)
 import Glibc
@@ -25,7 +26,7 @@ enum KernelKeyring {
         rc >= 0 ? .success(rc) : .failure(Failure(errno: errno))
     }
 
-    static func add(description: String, payload: [UInt8], to keyring: Int32) -> Result<Int32, Failure> {
+    static func add(description: String, payload: borrowing SecretBytes, to keyring: Int32) -> Result<Int32, Failure> {
         payload.withUnsafeBytes { raw in
             check(Int(ckeyring_add("user", description, raw.baseAddress, raw.count, keyring))).map { Int32($0) }
         }
@@ -36,7 +37,7 @@ enum KernelKeyring {
     }
 
     /// The payload into `buffer`; its full length, which may exceed the buffer.
-    static func read(_ key: Int32, into buffer: inout [UInt8]) -> Result<Int, Failure> {
+    static func read(_ key: Int32, into buffer: inout SecretBytes) -> Result<Int, Failure> {
         buffer.withUnsafeMutableBytes { raw in check(ckeyring_read(key, raw.baseAddress, raw.count)) }
     }
 

@@ -71,11 +71,10 @@ public final class KeyringCache {
         guard !refused, let description = identity.keyDescription(for: profile) else { return }
         let timeout = settings.kernelTimeout(expiresAt: entry.expiresAt, now: now())
         guard timeout > 0 else { return revoke(identity, profile) }
-        guard var payload = CachePayload.build(entry) else {
+        guard let payload = CachePayload.build(entry) else {
             say("access cache: the credential is too large for a kernel key (\(CachePayload.maxBytes) bytes); not cached")
             return revoke(identity, profile)
         }
-        defer { Memory.wipe(&payload) }
         // The key is completed (payload, permissions, timeout) in this thread's own keyring, which
         // no other process reaches, and only then linked into @u, where it displaces the older
         // entry atomically: no reader ever sees a key without its timeout or its permissions.
@@ -142,8 +141,7 @@ public final class KeyringCache {
             _ = check(Result<Void, KernelKeyring.Failure>.failure(f), "reading an entry")
             return .absent
         }
-        var buffer = [UInt8](repeating: 0, count: 8192)
-        defer { Memory.wipe(&buffer) }
+        var buffer = SecretBytes(zeros: 8192)
         var length = 0
         for _ in 0..<2 {
             switch KernelKeyring.read(key, into: &buffer) {
@@ -156,15 +154,14 @@ public final class KeyringCache {
             if length <= buffer.count { break }
             guard length <= CachePayload.maxBytes else { break }
             // Larger than the first guess: once more with room for all of it.
-            Memory.wipe(&buffer)
-            buffer = [UInt8](repeating: 0, count: length)
+            buffer = SecretBytes(zeros: length)
         }
         guard length <= buffer.count else {
             discard(key, "was damaged")
             return .absent
         }
-        buffer.removeLast(buffer.count - length) // the tail was never written
-        guard let entry = CachePayload.parse(buffer) else {
+        buffer.truncate(to: length) // the tail was never written
+        guard let entry = buffer.withUnsafeBytes({ CachePayload.parse($0) }) else {
             discard(key, "was damaged")
             return .absent
         }

@@ -16,7 +16,7 @@ public struct AgeStanza: Equatable, Sendable {
     /// (possibly empty) line.
     func encoded() -> [UInt8] {
         var out = Array("-> ".utf8) + Array(([type] + args).joined(separator: " ").utf8) + [10]
-        let b64 = Array(Base64.encode(body, padded: false).utf8)
+        let b64 = Array(Base64.encode(body, alphabet: .standard, padded: false).utf8)
         var i = 0
         while b64.count - i >= 64 {
             out += b64[i..<(i + 64)] + [10]
@@ -55,7 +55,7 @@ public struct AgeHeader: Equatable, Sendable {
 
     /// The full header, re-encoded from stanzas and MAC.
     public func encoded() -> [UInt8] {
-        AgeHeader.encodeMACInput(stanzas) + Array(" ".utf8) + Array(Base64.encode(mac, padded: false).utf8) + [10]
+        AgeHeader.encodeMACInput(stanzas) + Array(" ".utf8) + Array(Base64.encode(mac, alphabet: .standard, padded: false).utf8) + [10]
     }
 
     /// True when the header holds an scrypt (passphrase) stanza.
@@ -88,7 +88,7 @@ public struct AgeHeader: Equatable, Sendable {
                 let macInput = Array(file[..<(lineStart + 3)])
                 let rest = line.dropFirst(3)
                 guard rest.first == 32, case let text = rest.dropFirst(), text.count == 43,
-                      let mac = Base64.decode(String(decoding: text, as: UTF8.self), urlSafe: false, strict: true),
+                      let mac = Base64.decode(String(decoding: text, as: UTF8.self), alphabet: .standard, padding: .none),
                       mac.count == 32 else {
                     throw AgeError.headerFailure("malformed MAC line")
                 }
@@ -103,7 +103,7 @@ public struct AgeHeader: Equatable, Sendable {
             while true {
                 let b = try nextLine()
                 guard b.count <= 64, !b.contains(13),
-                      let bytes = Base64.decode(String(decoding: b, as: UTF8.self), urlSafe: false, strict: true) else {
+                      let bytes = Base64.decode(String(decoding: b, as: UTF8.self), alphabet: .standard, padding: .none) else {
                     throw AgeError.headerFailure("malformed stanza body")
                 }
                 body += bytes

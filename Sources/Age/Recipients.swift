@@ -2,14 +2,14 @@ import Secrets
 
 /// Something that can wrap a file key into stanzas.
 public protocol AgeRecipient {
-    func wrap(fileKey: [UInt8]) -> [AgeStanza]
+    func wrap(fileKey: borrowing SecretBytes) -> [AgeStanza]
 }
 
 /// Something that can unwrap a file key from a header's stanzas.
 public protocol AgeIdentity {
     /// The file key, or nil when no stanza is for this identity. Throws `AgeError.headerFailure`
     /// for a stanza of this identity's type that is malformed.
-    func unwrap(_ stanzas: [AgeStanza]) throws -> [UInt8]?
+    func unwrap(_ stanzas: [AgeStanza]) throws -> SecretBytes?
 }
 
 enum AgeConst {
@@ -20,7 +20,7 @@ enum AgeConst {
 }
 
 private func decodeArg32(_ arg: String, what: String) throws -> [UInt8] {
-    guard let b = Base64.decode(arg, urlSafe: false, strict: true), b.count == 32 else {
+    guard let b = Base64.decode(arg, alphabet: .standard, padding: .none), b.count == 32 else {
         throw AgeError.headerFailure("invalid \(what)")
     }
     return b
@@ -46,45 +46,55 @@ public struct X25519Recipient: AgeRecipient, Equatable, Sendable {
     /// `age1…`
     public var encoded: String { Bech32.encode(hrp: "age", data: publicKey) }
 
-    public func wrap(fileKey: [UInt8]) -> [AgeStanza] {
-        var ephemeral = Sodium.random(32)
-        defer { Memory.wipe(&ephemeral) }
+    public func wrap(fileKey: borrowing SecretBytes) -> [AgeStanza] {
+        let ephemeral = SecretBytes(randomCount: 32)
         let share = Curve25519.publicKey(secret: ephemeral)
-        guard var shared = Curve25519.sharedSecret(secret: ephemeral, point: publicKey) else {
+        guard var key = Curve25519.sharedSecret(secret: ephemeral, point: publicKey) else {
             // Only a low-order recipient key gets here; nothing encrypted to it is recoverable.
             preconditionFailure("X25519 recipient is a low-order point")
         }
-        var key = HKDF.sha256(ikm: shared, salt: share + publicKey, info: X25519Recipient.label, length: 32)
+        // The shared secret becomes the wrap key in place.
+        HKDF.sha256(replacing: &key, salt: share + publicKey, info: X25519Recipient.label, length: 32)
         let body = ChaChaPoly.seal(key: key, nonce: AgeConst.zeroNonce, fileKey)
-        Memory.wipe(&shared)
-        Memory.wipe(&key)
-        return [AgeStanza(type: "X25519", args: [Base64.encode(share, padded: false)], body: body)]
+        return [AgeStanza(type: "X25519", args: [Base64.encode(share, alphabet: .standard, padded: false)], body: body)]
     }
 }
 
-public struct X25519Identity: AgeIdentity, Sendable {
+/// An X25519 identity. A class, so that identities can sit in arrays of `AgeIdentity` while the
+/// key itself stays one noncopyable `SecretBytes`.
+public final class X25519Identity: AgeIdentity, @unchecked Sendable {
     static let hrp = "age-secret-key-"
-    let secretKey: [UInt8]
+    let secretKey: SecretBytes
+    /// The public half, computed once.
+    public let recipient: X25519Recipient
 
-    public init(secretKey: [UInt8]) {
+    public init(secretKey: consuming SecretBytes) {
         precondition(secretKey.count == 32)
+        recipient = X25519Recipient(publicKey: Curve25519.publicKey(secret: secretKey))
         self.secretKey = secretKey
     }
 
-    public static func generate() -> X25519Identity { X25519Identity(secretKey: Sodium.random(32)) }
+    public static func generate() -> X25519Identity { X25519Identity(secretKey: SecretBytes(randomCount: 32)) }
 
-    /// Parses `AGE-SECRET-KEY-1…`.
-    public init?(parsing text: String) {
-        guard let (hrp, data) = Bech32.decode(text), hrp == X25519Identity.hrp, data.count == 32 else { return nil }
-        secretKey = data
+    /// Parses `AGE-SECRET-KEY-1…` from the text of an identity file.
+    public convenience init?(parsing text: UnsafeRawBufferPointer) {
+        var key = SecretBytes(capacity: 32)
+        guard Bech32.decode(text, into: &key) == X25519Identity.hrp, key.count == 32 else { return nil }
+        self.init(secretKey: key)
     }
 
-    /// `AGE-SECRET-KEY-1…` (upper case, as age-keygen writes it).
-    public var encoded: String { Bech32.encode(hrp: X25519Identity.hrp, data: secretKey, uppercase: true) }
+    /// Parses `AGE-SECRET-KEY-1…` (the String itself is an ordinary, unwiped value).
+    public convenience init?(parsing text: String) {
+        var key = SecretBytes(capacity: 32)
+        let hrp = Array(text.utf8).withUnsafeBytes { Bech32.decode($0, into: &key) }
+        guard hrp == X25519Identity.hrp, key.count == 32 else { return nil }
+        self.init(secretKey: key)
+    }
 
-    public var recipient: X25519Recipient { X25519Recipient(publicKey: Curve25519.publicKey(secret: secretKey)) }
+    /// `AGE-SECRET-KEY-1…` (upper case, as age-keygen writes it): as secret as the key.
+    public func encoded() -> SecretBytes { Bech32.encode(hrp: X25519Identity.hrp, secret: secretKey, uppercase: true) }
 
-    public func unwrap(_ stanzas: [AgeStanza]) throws -> [UInt8]? {
+    public func unwrap(_ stanzas: [AgeStanza]) throws -> SecretBytes? {
         let ours = recipient.publicKey
         for s in stanzas where s.type == "X25519" {
             guard s.args.count == 1 else { throw AgeError.headerFailure("X25519 stanza must have one argument") }
@@ -92,14 +102,12 @@ public struct X25519Identity: AgeIdentity, Sendable {
             guard s.body.count == AgeConst.wrappedSize else {
                 throw AgeError.headerFailure("X25519 stanza body has the wrong size")
             }
-            guard var shared = Curve25519.sharedSecret(secret: secretKey, point: share) else {
+            guard var key = Curve25519.sharedSecret(secret: secretKey, point: share) else {
                 throw AgeError.headerFailure("X25519 share is a low-order point")
             }
-            var key = HKDF.sha256(ikm: shared, salt: share + ours, info: X25519Recipient.label, length: 32)
-            let fileKey = ChaChaPoly.open(key: key, nonce: AgeConst.zeroNonce, s.body[...])
-            Memory.wipe(&shared)
-            Memory.wipe(&key)
-            if let fileKey { return fileKey }
+            // The shared secret becomes the wrap key in place.
+            HKDF.sha256(replacing: &key, salt: share + ours, info: X25519Recipient.label, length: 32)
+            if let fileKey = ChaChaPoly.open(key: key, nonce: AgeConst.zeroNonce, s.body[...]) { return fileKey }
         }
         return nil
     }
@@ -114,33 +122,32 @@ public struct X25519Identity: AgeIdentity, Sendable {
 public let ageMaxScryptWorkFactor = 18
 
 /// A passphrase recipient. An scrypt stanza must be the only stanza in a header.
-public struct ScryptRecipient: AgeRecipient {
+public final class ScryptRecipient: AgeRecipient {
     static let label = Array("age-encryption.org/v1/scrypt".utf8)
-    let passphrase: [UInt8]
+    let passphrase: SecretBytes
     public let workFactor: Int
 
-    public init(passphrase: [UInt8], workFactor: Int = 18) {
+    public init(passphrase: consuming SecretBytes, workFactor: Int = 18) {
         precondition(workFactor >= 1 && workFactor <= ageMaxScryptWorkFactor)
         self.passphrase = passphrase
         self.workFactor = workFactor
     }
 
-    public func wrap(fileKey: [UInt8]) -> [AgeStanza] {
+    public func wrap(fileKey: borrowing SecretBytes) -> [AgeStanza] {
         let salt = Sodium.random(16)
-        guard var key = Scrypt.derive(password: passphrase, salt: ScryptRecipient.label + salt, logN: workFactor) else {
+        guard let key = Scrypt.derive(password: passphrase, salt: ScryptRecipient.label + salt, logN: workFactor) else {
             preconditionFailure("scrypt failed (out of memory?)")
         }
-        defer { Memory.wipe(&key) }
         let body = ChaChaPoly.seal(key: key, nonce: AgeConst.zeroNonce, fileKey)
-        return [AgeStanza(type: "scrypt", args: [Base64.encode(salt, padded: false), String(workFactor)], body: body)]
+        return [AgeStanza(type: "scrypt", args: [Base64.encode(salt, alphabet: .standard, padded: false), String(workFactor)], body: body)]
     }
 }
 
-public struct ScryptIdentity: AgeIdentity {
-    let passphrase: [UInt8]
+public final class ScryptIdentity: AgeIdentity {
+    let passphrase: SecretBytes
     public let maxWorkFactor: Int
 
-    public init(passphrase: [UInt8], maxWorkFactor: Int = ageMaxScryptWorkFactor) {
+    public init(passphrase: consuming SecretBytes, maxWorkFactor: Int = ageMaxScryptWorkFactor) {
         self.passphrase = passphrase
         self.maxWorkFactor = min(maxWorkFactor, ageMaxScryptWorkFactor)
     }
@@ -156,23 +163,22 @@ public struct ScryptIdentity: AgeIdentity {
         return n
     }
 
-    public func unwrap(_ stanzas: [AgeStanza]) throws -> [UInt8]? {
+    public func unwrap(_ stanzas: [AgeStanza]) throws -> SecretBytes? {
         if stanzas.contains(where: { $0.type == "scrypt" }) && stanzas.count != 1 {
             throw AgeError.headerFailure("an scrypt stanza must be the only stanza")
         }
         for s in stanzas where s.type == "scrypt" {
             guard s.args.count == 2 else { throw AgeError.headerFailure("scrypt stanza must have two arguments") }
-            guard let salt = Base64.decode(s.args[0], urlSafe: false, strict: true), salt.count == 16 else {
+            guard let salt = Base64.decode(s.args[0], alphabet: .standard, padding: .none), salt.count == 16 else {
                 throw AgeError.headerFailure("invalid scrypt salt")
             }
             let logN = try ScryptIdentity.parseWorkFactor(s.args[1], max: maxWorkFactor)
             guard s.body.count == AgeConst.wrappedSize else {
                 throw AgeError.headerFailure("scrypt stanza body has the wrong size")
             }
-            guard var key = Scrypt.derive(password: passphrase, salt: ScryptRecipient.label + salt, logN: logN) else {
+            guard let key = Scrypt.derive(password: passphrase, salt: ScryptRecipient.label + salt, logN: logN) else {
                 throw AgeError.headerFailure("scrypt failed")
             }
-            defer { Memory.wipe(&key) }
             if let fileKey = ChaChaPoly.open(key: key, nonce: AgeConst.zeroNonce, s.body[...]) { return fileKey }
         }
         return nil

@@ -9,129 +9,31 @@
 #include <string.h>
 #include <strings.h>
 
-/* The few libcurl ABI values we use. They have been stable since libcurl 7.16 (soname 4). When the
- * development headers are present they are checked against them at compile time. */
-typedef void ccurl_handle;
-typedef int ccurl_code;
-struct curl_slist;
-typedef int64_t ccurl_off_t;
-
-#define C_OPT_WRITEDATA 10001
-#define C_OPT_URL 10002
-#define C_OPT_PROXY 10004
-#define C_OPT_ERRORBUFFER 10010
-#define C_OPT_WRITEFUNCTION 20011
-#define C_OPT_POSTFIELDS 10015
-#define C_OPT_USERAGENT 10018
-#define C_OPT_HTTPHEADER 10023
-#define C_OPT_HEADERDATA 10029
-#define C_OPT_CUSTOMREQUEST 10036
-#define C_OPT_NOBODY 44
-#define C_OPT_POST 47
-#define C_OPT_FOLLOWLOCATION 52
-#define C_OPT_SSL_VERIFYPEER 64
-#define C_OPT_HEADERFUNCTION 20079
-#define C_OPT_HTTPGET 80
-#define C_OPT_SSL_VERIFYHOST 81
-#define C_OPT_NOSIGNAL 99
-#define C_OPT_MAXFILESIZE_LARGE 30117
-#define C_OPT_POSTFIELDSIZE_LARGE 30120
-#define C_OPT_TIMEOUT_MS 155
-#define C_OPT_CONNECTTIMEOUT_MS 156
-#define C_OPT_PROTOCOLS 181
-#define C_OPT_PROTOCOLS_STR 10318
-#define C_INFO_RESPONSE_CODE 0x200002
-#define C_GLOBAL_DEFAULT 3L
-#define C_PROTO_HTTP 1L
-#define C_PROTO_HTTPS 2L
-
-#define C_E_OK 0
-#define C_E_UNSUPPORTED_PROTOCOL 1
-#define C_E_COULDNT_RESOLVE_PROXY 5
-#define C_E_COULDNT_RESOLVE_HOST 6
-#define C_E_COULDNT_CONNECT 7
-#define C_E_WEIRD_SERVER_REPLY 8
-#define C_E_HTTP2 16
-#define C_E_PARTIAL_FILE 18
-#define C_E_WRITE_ERROR 23
-#define C_E_OPERATION_TIMEDOUT 28
-#define C_E_SSL_CONNECT_ERROR 35
-#define C_E_ABORTED_BY_CALLBACK 42
-#define C_E_GOT_NOTHING 52
-#define C_E_SEND_ERROR 55
-#define C_E_RECV_ERROR 56
-#define C_E_SSL_CERTPROBLEM 58
-#define C_E_SSL_CIPHER 59
-#define C_E_PEER_FAILED_VERIFICATION 60
-#define C_E_FILESIZE_EXCEEDED 63
-#define C_E_SSL_CACERT_BADFILE 77
-#define C_E_SSL_SHUTDOWN_FAILED 80
-#define C_E_SSL_CRL_BADFILE 82
-#define C_E_SSL_ISSUER_ERROR 83
-#define C_E_SSL_PINNEDPUBKEYNOTMATCH 90
-#define C_E_SSL_INVALIDCERTSTATUS 91
-#define C_E_HTTP2_STREAM 92
-#define C_E_PROXY 97
-#define C_ERROR_SIZE 256
-
-#if defined(__has_include)
-#if __has_include(<curl/curl.h>)
-#define CURL_DISABLE_TYPECHECK 1
+/* libcurl's own header types every function and constant used below, so the compiler checks
+ * each call against libcurl's declarations (the CLibSecret pattern). Nothing here references a
+ * libcurl symbol: the pointers are typed with __typeof__, which is not evaluated, and filled in
+ * by dlsym(), so the binary does not link libcurl. CURL_DISABLE_DEPRECATION: CURLOPT_PROTOCOLS is
+ * still needed as the fallback for a libcurl older than 7.85 (no CURLOPT_PROTOCOLS_STR). */
 #define CURL_NO_OLDIES 1
+#define CURL_DISABLE_DEPRECATION 1
 #include <curl/curl.h>
-_Static_assert(C_OPT_WRITEDATA == CURLOPT_WRITEDATA, "curl ABI");
-_Static_assert(C_OPT_URL == CURLOPT_URL, "curl ABI");
-_Static_assert(C_OPT_PROXY == CURLOPT_PROXY, "curl ABI");
-_Static_assert(C_OPT_ERRORBUFFER == CURLOPT_ERRORBUFFER, "curl ABI");
-_Static_assert(C_OPT_WRITEFUNCTION == CURLOPT_WRITEFUNCTION, "curl ABI");
-_Static_assert(C_OPT_POSTFIELDS == CURLOPT_POSTFIELDS, "curl ABI");
-_Static_assert(C_OPT_USERAGENT == CURLOPT_USERAGENT, "curl ABI");
-_Static_assert(C_OPT_HTTPHEADER == CURLOPT_HTTPHEADER, "curl ABI");
-_Static_assert(C_OPT_HEADERDATA == CURLOPT_HEADERDATA, "curl ABI");
-_Static_assert(C_OPT_CUSTOMREQUEST == CURLOPT_CUSTOMREQUEST, "curl ABI");
-_Static_assert(C_OPT_NOBODY == CURLOPT_NOBODY, "curl ABI");
-_Static_assert(C_OPT_POST == CURLOPT_POST, "curl ABI");
-_Static_assert(C_OPT_FOLLOWLOCATION == CURLOPT_FOLLOWLOCATION, "curl ABI");
-_Static_assert(C_OPT_SSL_VERIFYPEER == CURLOPT_SSL_VERIFYPEER, "curl ABI");
-_Static_assert(C_OPT_HEADERFUNCTION == CURLOPT_HEADERFUNCTION, "curl ABI");
-_Static_assert(C_OPT_HTTPGET == CURLOPT_HTTPGET, "curl ABI");
-_Static_assert(C_OPT_SSL_VERIFYHOST == CURLOPT_SSL_VERIFYHOST, "curl ABI");
-_Static_assert(C_OPT_NOSIGNAL == CURLOPT_NOSIGNAL, "curl ABI");
-_Static_assert(C_OPT_MAXFILESIZE_LARGE == CURLOPT_MAXFILESIZE_LARGE, "curl ABI");
-_Static_assert(C_OPT_POSTFIELDSIZE_LARGE == CURLOPT_POSTFIELDSIZE_LARGE, "curl ABI");
-_Static_assert(C_OPT_TIMEOUT_MS == CURLOPT_TIMEOUT_MS, "curl ABI");
-_Static_assert(C_OPT_CONNECTTIMEOUT_MS == CURLOPT_CONNECTTIMEOUT_MS, "curl ABI");
-_Static_assert(C_OPT_PROTOCOLS == CURLOPT_PROTOCOLS, "curl ABI");
-#if LIBCURL_VERSION_NUM >= 0x075500
-_Static_assert(C_OPT_PROTOCOLS_STR == CURLOPT_PROTOCOLS_STR, "curl ABI");
-#endif
-_Static_assert(C_INFO_RESPONSE_CODE == CURLINFO_RESPONSE_CODE, "curl ABI");
-_Static_assert(C_GLOBAL_DEFAULT == CURL_GLOBAL_DEFAULT, "curl ABI");
-_Static_assert(C_E_COULDNT_CONNECT == (int)CURLE_COULDNT_CONNECT, "curl ABI");
-_Static_assert(C_E_WRITE_ERROR == CURLE_WRITE_ERROR, "curl ABI");
-_Static_assert(C_E_OPERATION_TIMEDOUT == CURLE_OPERATION_TIMEDOUT, "curl ABI");
-_Static_assert(C_E_SSL_CONNECT_ERROR == CURLE_SSL_CONNECT_ERROR, "curl ABI");
-_Static_assert(C_E_ABORTED_BY_CALLBACK == CURLE_ABORTED_BY_CALLBACK, "curl ABI");
-_Static_assert(C_E_PEER_FAILED_VERIFICATION == CURLE_PEER_FAILED_VERIFICATION, "curl ABI");
-_Static_assert(C_E_FILESIZE_EXCEEDED == CURLE_FILESIZE_EXCEEDED, "curl ABI");
-_Static_assert(C_E_PROXY == CURLE_PROXY, "curl ABI");
-_Static_assert(C_ERROR_SIZE == CURL_ERROR_SIZE, "curl ABI");
-#endif
-#endif
 
-typedef size_t (*ccurl_write_cb)(char *, size_t, size_t, void *);
+#define CCURL_FUNCTIONS(X) \
+    X(curl_global_init) \
+    X(curl_easy_init) \
+    X(curl_easy_setopt) \
+    X(curl_easy_perform) \
+    X(curl_easy_getinfo) \
+    X(curl_easy_cleanup) \
+    X(curl_slist_append) \
+    X(curl_slist_free_all) \
+    X(curl_easy_strerror)
 
-static struct {
-    ccurl_code (*global_init)(long);
-    ccurl_handle *(*easy_init)(void);
-    ccurl_code (*easy_setopt)(ccurl_handle *, int, ...);
-    ccurl_code (*easy_perform)(ccurl_handle *);
-    ccurl_code (*easy_getinfo)(ccurl_handle *, int, ...);
-    void (*easy_cleanup)(ccurl_handle *);
-    struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
-    void (*slist_free_all)(struct curl_slist *);
-    const char *(*easy_strerror)(ccurl_code);
-} api;
+/* One pointer per function: dl_curl_easy_init has the type of &curl_easy_init. (Prefixed, so that
+ * a libcurl header that makes curl_easy_setopt a type-checking macro never rewrites our calls.) */
+#define CCURL_POINTER(name) static __typeof__(name) *dl_##name;
+CCURL_FUNCTIONS(CCURL_POINTER)
+#undef CCURL_POINTER
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int loaded = 0;
@@ -143,25 +45,14 @@ static void load_libcurl(void) {
         snprintf(load_error, sizeof load_error, "cannot load libcurl.so.4 (install libcurl4)");
         return;
     }
-#define SYM(field, name)                                                                   \
-    do {                                                                                   \
-        *(void **)(&api.field) = dlsym(h, name);                                           \
-        if (!api.field) {                                                                  \
-            snprintf(load_error, sizeof load_error, "libcurl.so.4 lacks %s", name);        \
-            return;                                                                        \
-        }                                                                                  \
-    } while (0)
-    SYM(global_init, "curl_global_init");
-    SYM(easy_init, "curl_easy_init");
-    SYM(easy_setopt, "curl_easy_setopt");
-    SYM(easy_perform, "curl_easy_perform");
-    SYM(easy_getinfo, "curl_easy_getinfo");
-    SYM(easy_cleanup, "curl_easy_cleanup");
-    SYM(slist_append, "curl_slist_append");
-    SYM(slist_free_all, "curl_slist_free_all");
-    SYM(easy_strerror, "curl_easy_strerror");
-#undef SYM
-    if (api.global_init(C_GLOBAL_DEFAULT) != C_E_OK) {
+#define CCURL_RESOLVE(name)                                                               \
+    if (!(dl_##name = (__typeof__(name) *)dlsym(h, #name))) {                            \
+        snprintf(load_error, sizeof load_error, "libcurl.so.4 lacks %s", #name);          \
+        return;                                                                           \
+    }
+    CCURL_FUNCTIONS(CCURL_RESOLVE)
+#undef CCURL_RESOLVE
+    if (dl_curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         snprintf(load_error, sizeof load_error, "libcurl failed to initialise");
         return;
     }
@@ -169,6 +60,13 @@ static void load_libcurl(void) {
 }
 
 int ccurl_is_loaded(void) { return loaded; }
+
+/* Zeroes and frees a buffer that held (part of) a response body: bodies carry tokens. */
+static void wipe_free(unsigned char *p, size_t n) {
+    if (!p) return;
+    explicit_bzero(p, n);
+    free(p);
+}
 
 typedef struct sink {
     unsigned char *data;
@@ -193,8 +91,11 @@ static size_t write_body(char *ptr, size_t size, size_t nmemb, void *userdata) {
         size_t cap = s->capacity ? s->capacity : 16384;
         while (cap < s->length + n) cap *= 2;
         if (cap > s->limit) cap = s->limit;
-        unsigned char *grown = realloc(s->data, cap ? cap : 1);
+        /* Not realloc: it may move the body and free the old block unwiped. */
+        unsigned char *grown = malloc(cap ? cap : 1);
         if (!grown) return 0;
+        if (s->length) memcpy(grown, s->data, s->length);
+        wipe_free(s->data, s->capacity);
         s->data = grown;
         s->capacity = cap;
     }
@@ -250,33 +151,33 @@ static size_t write_header(char *ptr, size_t size, size_t nmemb, void *userdata)
     return n;
 }
 
-static int classify(ccurl_code rc, const sink *s) {
+static int classify(CURLcode rc, const sink *s) {
     if (s->too_large) return CCURL_ERR_TOO_LARGE;
     switch (rc) {
-    case C_E_OK: return CCURL_OK;
-    case C_E_OPERATION_TIMEDOUT: return CCURL_ERR_TIMEOUT;
-    case C_E_FILESIZE_EXCEEDED: return CCURL_ERR_TOO_LARGE;
-    case C_E_COULDNT_RESOLVE_PROXY:
-    case C_E_COULDNT_RESOLVE_HOST:
-    case C_E_COULDNT_CONNECT:
-    case C_E_PROXY: return CCURL_ERR_CONNECT;
-    case C_E_SSL_CONNECT_ERROR:
-    case C_E_SSL_CERTPROBLEM:
-    case C_E_SSL_CIPHER:
-    case C_E_PEER_FAILED_VERIFICATION:
-    case C_E_SSL_CACERT_BADFILE:
-    case C_E_SSL_SHUTDOWN_FAILED:
-    case C_E_SSL_CRL_BADFILE:
-    case C_E_SSL_ISSUER_ERROR:
-    case C_E_SSL_PINNEDPUBKEYNOTMATCH:
-    case C_E_SSL_INVALIDCERTSTATUS: return CCURL_ERR_TLS;
-    case C_E_WEIRD_SERVER_REPLY:
-    case C_E_HTTP2:
-    case C_E_PARTIAL_FILE:
-    case C_E_GOT_NOTHING:
-    case C_E_SEND_ERROR:
-    case C_E_RECV_ERROR:
-    case C_E_HTTP2_STREAM: return CCURL_ERR_NETWORK;
+    case CURLE_OK: return CCURL_OK;
+    case CURLE_OPERATION_TIMEDOUT: return CCURL_ERR_TIMEOUT;
+    case CURLE_FILESIZE_EXCEEDED: return CCURL_ERR_TOO_LARGE;
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_PROXY: return CCURL_ERR_CONNECT;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_SHUTDOWN_FAILED:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS: return CCURL_ERR_TLS;
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_HTTP2:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_HTTP2_STREAM: return CCURL_ERR_NETWORK;
     default: return CCURL_ERR_OTHER;
     }
 }
@@ -293,66 +194,72 @@ int ccurl_perform(const ccurl_request *req, ccurl_response *resp) {
     if (!loaded) return fail(resp, CCURL_ERR_UNAVAILABLE, load_error);
     if (!req || !req->url || !req->method) return fail(resp, CCURL_ERR_OTHER, "incomplete request");
 
-    ccurl_handle *h = api.easy_init();
+    CURL *h = dl_curl_easy_init();
     if (!h) return fail(resp, CCURL_ERR_OTHER, "curl_easy_init failed");
 
     sink s = {0};
     s.limit = req->max_response_bytes;
-    char errbuf[C_ERROR_SIZE];
+    char errbuf[CURL_ERROR_SIZE];
     errbuf[0] = 0;
     struct curl_slist *headers = NULL;
     int ok = 1;
 
-    /* Every option below is long, pointer or curl_off_t, passed exactly as libcurl reads it. */
-    ok &= api.easy_setopt(h, C_OPT_ERRORBUFFER, errbuf) == C_E_OK;
-    ok &= api.easy_setopt(h, C_OPT_URL, req->url) == C_E_OK;
-    ok &= api.easy_setopt(h, C_OPT_NOSIGNAL, 1L) == C_E_OK;
-    ok &= api.easy_setopt(h, C_OPT_FOLLOWLOCATION, 0L) == C_E_OK;
-    ok &= api.easy_setopt(h, C_OPT_SSL_VERIFYPEER, 1L) == C_E_OK;
-    ok &= api.easy_setopt(h, C_OPT_SSL_VERIFYHOST, 2L) == C_E_OK;
-    if (api.easy_setopt(h, C_OPT_PROTOCOLS_STR, "http,https") != C_E_OK) {
-        ok &= api.easy_setopt(h, C_OPT_PROTOCOLS, C_PROTO_HTTP | C_PROTO_HTTPS) == C_E_OK;
+    /* curl_easy_setopt is variadic: every value is passed as the type libcurl reads for that
+     * option (long, a pointer, curl_off_t or a callback). */
+    ok &= dl_curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf) == CURLE_OK;
+    ok &= dl_curl_easy_setopt(h, CURLOPT_URL, req->url) == CURLE_OK;
+    ok &= dl_curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) == CURLE_OK;
+    ok &= dl_curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK;
+    ok &= dl_curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L) == CURLE_OK;
+    ok &= dl_curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L) == CURLE_OK;
+    CURLcode protocols = CURLE_UNKNOWN_OPTION;
+#if LIBCURL_VERSION_NUM >= 0x075500
+    protocols = dl_curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+#endif
+    if (protocols != CURLE_OK) { /* a libcurl older than 7.85 at run time */
+        ok &= dl_curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK;
     }
-    ok &= api.easy_setopt(h, C_OPT_CONNECTTIMEOUT_MS, req->connect_timeout_ms > 0 ? req->connect_timeout_ms : 10000L) == C_E_OK;
-    ok &= api.easy_setopt(h, C_OPT_TIMEOUT_MS, req->total_timeout_ms > 0 ? req->total_timeout_ms : 30000L) == C_E_OK;
-    ok &= api.easy_setopt(h, C_OPT_MAXFILESIZE_LARGE, (ccurl_off_t)req->max_response_bytes) == C_E_OK;
-    ok &= api.easy_setopt(h, C_OPT_WRITEFUNCTION, (ccurl_write_cb)write_body) == C_E_OK;
-    ok &= api.easy_setopt(h, C_OPT_WRITEDATA, (void *)&s) == C_E_OK;
-    ok &= api.easy_setopt(h, C_OPT_HEADERFUNCTION, (ccurl_write_cb)write_header) == C_E_OK;
-    ok &= api.easy_setopt(h, C_OPT_HEADERDATA, (void *)&s) == C_E_OK;
-    ok &= api.easy_setopt(h, C_OPT_USERAGENT, "chatgpt-credential") == C_E_OK;
+    ok &= dl_curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, req->connect_timeout_ms > 0 ? req->connect_timeout_ms : 10000L) == CURLE_OK;
+    ok &= dl_curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, req->total_timeout_ms > 0 ? req->total_timeout_ms : 30000L) == CURLE_OK;
+    ok &= dl_curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)req->max_response_bytes) == CURLE_OK;
+    ok &= dl_curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, (curl_write_callback)write_body) == CURLE_OK;
+    ok &= dl_curl_easy_setopt(h, CURLOPT_WRITEDATA, (void *)&s) == CURLE_OK;
+    ok &= dl_curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, (curl_write_callback)write_header) == CURLE_OK;
+    ok &= dl_curl_easy_setopt(h, CURLOPT_HEADERDATA, (void *)&s) == CURLE_OK;
+    ok &= dl_curl_easy_setopt(h, CURLOPT_USERAGENT, "chatgpt-credential") == CURLE_OK;
     /* Proxies come from the environment as curl does; "" disables them (used for loopback). */
-    if (req->bypass_proxy) ok &= api.easy_setopt(h, C_OPT_PROXY, "") == C_E_OK;
+    if (req->bypass_proxy) ok &= dl_curl_easy_setopt(h, CURLOPT_PROXY, "") == CURLE_OK;
 
     for (size_t i = 0; i < req->header_count; i++) {
-        struct curl_slist *next = api.slist_append(headers, req->headers[i]);
+        struct curl_slist *next = dl_curl_slist_append(headers, req->headers[i]);
         if (!next) { ok = 0; break; }
         headers = next;
     }
     /* No "Expect: 100-continue" round trip. */
-    struct curl_slist *next = api.slist_append(headers, "Expect:");
+    struct curl_slist *next = dl_curl_slist_append(headers, "Expect:");
     if (next) headers = next; else ok = 0;
-    ok &= api.easy_setopt(h, C_OPT_HTTPHEADER, headers) == C_E_OK;
+    ok &= dl_curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers) == CURLE_OK;
 
     if (strcmp(req->method, "GET") == 0) {
-        ok &= api.easy_setopt(h, C_OPT_HTTPGET, 1L) == C_E_OK;
+        ok &= dl_curl_easy_setopt(h, CURLOPT_HTTPGET, 1L) == CURLE_OK;
     } else {
         static const unsigned char empty[1] = {0};
-        ok &= api.easy_setopt(h, C_OPT_POST, 1L) == C_E_OK;
-        ok &= api.easy_setopt(h, C_OPT_POSTFIELDSIZE_LARGE, (ccurl_off_t)req->body_length) == C_E_OK;
-        ok &= api.easy_setopt(h, C_OPT_POSTFIELDS, (const void *)(req->body ? req->body : empty)) == C_E_OK;
-        if (strcmp(req->method, "POST") != 0) ok &= api.easy_setopt(h, C_OPT_CUSTOMREQUEST, req->method) == C_E_OK;
+        ok &= dl_curl_easy_setopt(h, CURLOPT_POST, 1L) == CURLE_OK;
+        ok &= dl_curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_length) == CURLE_OK;
+        /* POSTFIELDS (not COPYPOSTFIELDS): libcurl sends from the caller's buffer, no copy. */
+        ok &= dl_curl_easy_setopt(h, CURLOPT_POSTFIELDS, (const void *)(req->body ? req->body : empty)) == CURLE_OK;
+        if (strcmp(req->method, "POST") != 0) ok &= dl_curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method) == CURLE_OK;
     }
 
     if (!ok) {
         fail(resp, CCURL_ERR_OTHER, "libcurl rejected an option");
     } else {
-        ccurl_code rc = api.easy_perform(h);
-        resp->curl_code = rc;
+        CURLcode rc = dl_curl_easy_perform(h);
+        resp->curl_code = (int)rc;
         resp->error_kind = classify(rc, &s);
         if (resp->error_kind == CCURL_OK) {
             long status = 0;
-            api.easy_getinfo(h, C_INFO_RESPONSE_CODE, &status);
+            dl_curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
             resp->status = status;
             resp->body = s.data;
             resp->body_length = s.length;
@@ -366,22 +273,21 @@ int ccurl_perform(const ccurl_request *req, ccurl_response *resp) {
         } else if (resp->error_kind == CCURL_ERR_TOO_LARGE) {
             snprintf(resp->error_message, sizeof resp->error_message, "response larger than %zu bytes", req->max_response_bytes);
         } else {
-            snprintf(resp->error_message, sizeof resp->error_message, "%s", errbuf[0] ? errbuf : api.easy_strerror(rc));
+            snprintf(resp->error_message, sizeof resp->error_message, "%s", errbuf[0] ? errbuf : dl_curl_easy_strerror(rc));
         }
     }
-    free(s.data);
+    wipe_free(s.data, s.capacity); /* a failed transfer may have received part of a body */
     free(s.retry_after);
     free(s.content_type);
     free(s.location);
-    api.slist_free_all(headers);
-    api.easy_cleanup(h);
+    dl_curl_slist_free_all(headers);
+    dl_curl_easy_cleanup(h);
     return resp->error_kind;
 }
 
 void ccurl_response_free(ccurl_response *r) {
     if (!r) return;
-    if (r->body) explicit_bzero(r->body, r->body_length); /* bodies carry tokens */
-    free(r->body);
+    wipe_free(r->body, r->body_length); /* only [0, length) was ever written */
     free(r->retry_after);
     free(r->content_type);
     free(r->location);

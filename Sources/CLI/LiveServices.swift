@@ -18,7 +18,7 @@ extension Services {
             makeSelector: { g in
                 StoreSelector(
                     choice: g.store,
-                    secretService: { SecretServiceStore() },
+                    secretService: { SecretServiceStore(environment: env) },
                     file: { AgeFileStore(environment: env, interactive: !g.nonInteractive) },
                     fileHolds: { profile in
                         // One lstat: whether the encrypted file exists decides where auto looks.
@@ -26,7 +26,7 @@ extension Services {
                         var st = stat()
                         return lstat(path, &st) == 0
                     },
-                    probe: { SecretServiceStore.probe() })
+                    probe: { SecretServiceStore.probe(environment: env) })
             },
             makeRefresher: { _ in IssuerClient(config: try IssuerConfig.fromEnvironment(env)) },
             revoke: { _, refreshToken in

@@ -122,7 +122,7 @@ public final class Runner {
     // MARK: store
 
     func store(_ g: GlobalOptions, fromCodex: String??) throws -> Outcome {
-        var input: [UInt8]
+        let input: SecretBytes
         switch fromCodex {
         case .none:
             if console.stdinIsTerminal { console.err("chatgpt-credential: paste the credential JSON, then press Ctrl-D") }
@@ -133,7 +133,6 @@ public final class Runner {
             }
             input = try FileSystem.readSmallFile(path, limit: TokenImport.maxBytes)
         }
-        defer { Memory.wipe(&input) }
         let imported = try TokenImport.parse(input, now: services.now())
         var d = imported.document
         let fromCodexFile = imported.format == .codexAuthFile || fromCodex != nil

@@ -64,8 +64,6 @@ CCRED_LIBSECRET_FUNCTIONS(CCRED_DECLARE)
  * file"). A failed load is remembered: later calls fail the same way. */
 int ccred_libsecret_load(void);
 const char *ccred_libsecret_error(void);
-/* 1 once ccred_libsecret_load() has succeeded in this process. */
-int ccred_libsecret_is_loaded(void);
 
 /* Thin helpers for what Swift cannot express directly (macros). Only after a successful load. */
 

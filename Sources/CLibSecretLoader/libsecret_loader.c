@@ -41,7 +41,3 @@ int ccred_libsecret_load(void) {
 const char *ccred_libsecret_error(void) {
     return loaded ? NULL : (failure[0] ? failure : "libsecret has not been loaded");
 }
-
-int ccred_libsecret_is_loaded(void) {
-    return loaded;
-}

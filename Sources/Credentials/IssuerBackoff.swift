@@ -41,7 +41,7 @@ package struct IssuerBackoff {
         guard let path else { return }
         let wait = retryAfter.map { $0.isFinite ? Int64(min(max($0.rounded(.up), 1), Double(Self.maxSeconds))) : Self.defaultSeconds }
             ?? Self.defaultSeconds
-        try? AtomicFile.replace(path, with: Array("\(now + wait)\n\(Sanitize.line(reason, limit: 200))".utf8))
+        try? Array("\(now + wait)\n\(Sanitize.line(reason, limit: 200))".utf8).withUnsafeBytes { try AtomicFile.replace(path, with: $0) }
     }
 
     /// After a successful refresh or a new sign-in.

@@ -26,11 +26,15 @@ public enum DockerCredentialProtocol {
     /// Throws `badInput` when it is empty, too large, not UTF-8, or contains control bytes.
     ///
     ///     let url = try DockerCredentialProtocol.parseServerURL(stdinBytes)
-    public static func parseServerURL(_ bytes: [UInt8]) throws -> String {
-        guard bytes.count <= maxInputBytes else {
+    public static func parseServerURL(_ input: borrowing SecretBytes) throws -> String {
+        guard input.count <= maxInputBytes else {
             throw CredentialError.badInput("docker credential input is larger than \(maxInputBytes) bytes")
         }
-        var slice = bytes[...]
+        return try input.withUnsafeBytes { try serverURL($0[...]) }
+    }
+
+    private static func serverURL(_ bytes: Slice<UnsafeRawBufferPointer>) throws -> String {
+        var slice = bytes
         func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D }
         while let f = slice.first, isSpace(f) { slice.removeFirst() }
         while let l = slice.last, isSpace(l) { slice.removeLast() }
@@ -118,12 +122,12 @@ public struct DockerStoreRequest: Equatable, Sendable {
     /// non-empty string; `Username` and `Secret`, when present, must be strings.
     ///
     ///     _ = try DockerStoreRequest.parse(stdinBytes)   // then exit 0
-    public static func parse(_ bytes: [UInt8]) throws -> DockerStoreRequest {
-        guard bytes.count <= DockerCredentialProtocol.maxInputBytes else {
+    public static func parse(_ input: borrowing SecretBytes) throws -> DockerStoreRequest {
+        guard input.count <= DockerCredentialProtocol.maxInputBytes else {
             throw CredentialError.badInput("docker credential input is larger than \(DockerCredentialProtocol.maxInputBytes) bytes")
         }
         let value: JSONValue
-        do { value = try JSON.parse(bytes, maxBytes: DockerCredentialProtocol.maxInputBytes) } catch let e as JSONError {
+        do { value = try JSON.parse(input, maxBytes: DockerCredentialProtocol.maxInputBytes) } catch let e as JSONError {
             throw CredentialError.badInput("docker store input is not JSON (\(e.reason) at byte \(e.offset))")
         }
         guard value.isObject else { throw CredentialError.badInput("docker store input is not a JSON object") }

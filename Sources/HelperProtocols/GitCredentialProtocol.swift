@@ -66,18 +66,9 @@ public enum GitCredentialProtocol {
     public static func shouldDropAccessToken(request: GitCredentialRequest, stored: TokenDocument) -> Bool {
         guard shouldAnswer(request), !stored.accessToken.isEmpty else { return false }
         var match = false
-        if let p = request.password, constantTimeEquals(p, stored.accessToken) { match = true }
-        if let c = request.credential, constantTimeEquals(c, stored.accessToken) { match = true }
+        if let p = request.password, Sodium.equal(p, stored.accessToken) { match = true }
+        if let c = request.credential, Sodium.equal(c, stored.accessToken) { match = true }
         return match
-    }
-
-    /// Byte comparison whose time depends only on the lengths, not on where the strings differ.
-    public static func constantTimeEquals(_ a: String, _ b: String) -> Bool {
-        let x = Array(a.utf8), y = Array(b.utf8)
-        guard x.count == y.count else { return false }
-        var diff: UInt8 = 0
-        for i in 0..<x.count { diff |= x[i] ^ y[i] }
-        return diff == 0
     }
 }
 

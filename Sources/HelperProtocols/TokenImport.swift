@@ -23,17 +23,20 @@ public enum TokenImport {
     ///
     ///     let imported = try TokenImport.parse(stdinBytes)   // then save imported.document
     ///
+    /// The input is read where it lies: the only copies of the tokens made here are the Strings of
+    /// the JSON codec (a named edge), which become the document's.
+    ///
     /// The account id comes from the input when present (Codex's `tokens.account_id`), else from
     /// the tokens' claims. `last_refresh` from a Codex file is kept when it is a valid time not in
     /// the future; otherwise, and for a bare token set, the time of the last refresh is unknown (0):
     /// importing is not refreshing, and the 60 s no-refresh-loop guard must not hold it back.
-    public static func parse(_ bytes: [UInt8], now: Int64 = Clock.now()) throws -> Result {
-        guard bytes.count <= maxBytes else { throw bad("the input is larger than 64 KiB") }
-        guard bytes.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) else {
+    public static func parse(_ input: borrowing SecretBytes, now: Int64 = Clock.now()) throws -> Result {
+        guard input.count <= maxBytes else { throw bad("the input is larger than 64 KiB") }
+        guard input.withUnsafeBytes({ $0.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) }) else {
             throw bad("no input; pipe Codex's auth.json or {\"access_token\",\"refresh_token\"} into it")
         }
         let value: JSONValue
-        do { value = try JSON.parse(bytes, maxBytes: maxBytes) } catch let e as JSONError {
+        do { value = try JSON.parse(input, maxBytes: maxBytes) } catch let e as JSONError {
             throw bad("the input is not JSON (\(e.reason) at byte \(e.offset))")
         }
         guard value.isObject else { throw bad("the input is not a JSON object") }

@@ -90,7 +90,7 @@ public struct DeviceCodeFlow {
         var clipboard = ""
         var shown = code
         if console.stderrIsTerminal {
-            clipboard = "\u{1B}]52;c;" + Base64.encode(Array(code.utf8)) + "\u{07}"
+            clipboard = "\u{1B}]52;c;" + Base64.encode(Array(code.utf8), alphabet: .standard, padded: true) + "\u{07}"
             shown = "\u{1B}[1m" + code + "\u{1B}[0m" // bold; our own escape, the code itself is checked
         }
         console.err(p + "to sign in, open this page in a browser on any device:")

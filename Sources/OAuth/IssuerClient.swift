@@ -124,17 +124,17 @@ public struct IssuerClient {
     /// Exchanges an authorization code (browser or device flow) for tokens.
     /// Throws `.loginFailed` when the issuer refuses, `.temporary` when it cannot be reached.
     public func exchangeCode(code: String, verifier: String, redirectURI: String) throws -> TokenGrant {
-        let body = FormEncoding.encode([
+        let body = FormEncoding.encodeSecret([
             ("grant_type", "authorization_code"),
             ("code", code),
             ("redirect_uri", redirectURI),
             ("client_id", OAuthConstants.clientID),
             ("code_verifier", verifier),
         ])
-        let response = try send("POST", OAuthConstants.tokenPath, body: Array(body.utf8),
+        let response = try send("POST", OAuthConstants.tokenPath, body: body,
                                 contentType: "application/x-www-form-urlencoded", policy: retry)
         guard (200...299).contains(response.status) else {
-            if isTransientStatus(response.status) { throw CredentialError.temporary(statusProblem(response)) }
+            if RetryPolicy.isRetryable(status: response.status) { throw CredentialError.temporary(statusProblem(response)) }
             var why = "the issuer refused the sign-in code (\(describe(response)))"
             if response.status == 403 { why += "; the redirect URI may not be registered" }
             throw CredentialError.loginFailed(why)
@@ -154,12 +154,12 @@ public struct IssuerClient {
 
     /// Starts a device-code sign-in. Throws `.loginFailed(deviceNotEnabledMessage)` on 404.
     public func requestDeviceCode() throws -> DeviceCode {
-        let body = JSON.serialize(.object([("client_id", .string(OAuthConstants.clientID))]))
-        let response = try send("POST", OAuthConstants.deviceUserCodePath, body: Array(body.utf8),
+        let body = JSON.serializeSecret(.object([("client_id", .string(OAuthConstants.clientID))]))
+        let response = try send("POST", OAuthConstants.deviceUserCodePath, body: body,
                                 contentType: "application/json", policy: retry)
         if response.status == 404 { throw CredentialError.loginFailed(Self.deviceNotEnabledMessage) }
         guard (200...299).contains(response.status) else {
-            if isTransientStatus(response.status) { throw CredentialError.temporary(statusProblem(response)) }
+            if RetryPolicy.isRetryable(status: response.status) { throw CredentialError.temporary(statusProblem(response)) }
             throw CredentialError.loginFailed("the issuer refused to start a device sign-in (\(describe(response)))")
         }
         let json = try requireJSON(response, failure: { CredentialError.loginFailed($0) })
@@ -180,11 +180,11 @@ public struct IssuerClient {
     /// One poll. Throws `.temporary` for 5xx and network errors (keep polling until the deadline),
     /// `.loginFailed` for an unexpected refusal.
     public func pollDeviceToken(_ device: DeviceCode) throws -> DevicePoll {
-        let body = JSON.serialize(.object([
+        let body = JSON.serializeSecret(.object([
             ("device_auth_id", .string(device.deviceAuthId)),
             ("user_code", .string(device.userCode)),
         ]))
-        let response = try send("POST", OAuthConstants.deviceTokenPath, body: Array(body.utf8),
+        let response = try send("POST", OAuthConstants.deviceTokenPath, body: body,
                                 contentType: "application/json", policy: .none)
         let json = try? parseJSON(response).get()
         let code = json.flatMap { Self.errorCode($0) }
@@ -214,7 +214,7 @@ public struct IssuerClient {
                 }
             }
             if response.status == 403 || response.status == 404 { return .pending }
-            if isTransientStatus(response.status) { throw CredentialError.temporary(statusProblem(response)) }
+            if RetryPolicy.isRetryable(status: response.status) { throw CredentialError.temporary(statusProblem(response)) }
             throw CredentialError.loginFailed("the issuer refused the device sign-in (\(describe(response)))")
         }
     }
@@ -224,16 +224,14 @@ public struct IssuerClient {
     /// Spends `refreshToken` for new tokens (JSON body, as Codex sends it). Never throws: every
     /// outcome is a `RefreshResult`. Retries transient failures per `retry`.
     public func refresh(refreshToken: String) -> RefreshResult {
-        let body = JSON.serialize(.object([
+        let body = JSON.serializeSecret(.object([
             ("client_id", .string(OAuthConstants.clientID)),
             ("grant_type", .string("refresh_token")),
             ("refresh_token", .string(refreshToken)),
         ]))
-        var bytes = Array(body.utf8)
-        defer { Memory.wipe(&bytes) }
         let response: HTTPResponse
         do {
-            response = try send("POST", OAuthConstants.tokenPath, body: bytes, contentType: "application/json",
+            response = try send("POST", OAuthConstants.tokenPath, body: body, contentType: "application/json",
                                 policy: retry, isFinal: { permanentRefreshError($0) != nil })
         } catch CredentialError.temporary(let why) {
             // The caller words it ("…; try again later") once.
@@ -266,7 +264,7 @@ public struct IssuerClient {
             return .rotated(RefreshedTokens(accessToken: access, refreshToken: refresh, idToken: id, expiresIn: Self.expiresIn(json)))
         }
         if response.status == 401 { return .rejected(code: "unauthorized") }
-        if isTransientStatus(response.status) {
+        if RetryPolicy.isRetryable(status: response.status) {
             return .unavailable(reason: statusProblem(response), retryAfter: RetryPolicy.retryAfterSeconds(response.header("retry-after")))
         }
         // An issuer that echoes the request back must not get the refresh token into a message.
@@ -277,18 +275,16 @@ public struct IssuerClient {
     /// Returns whether the issuer acknowledged it (2xx).
     @discardableResult
     public func revoke(refreshToken: String) -> Bool {
-        let body = JSON.serialize(.object([
+        let body = JSON.serializeSecret(.object([
             ("token", .string(refreshToken)),
             ("token_type_hint", .string("refresh_token")),
             ("client_id", .string(OAuthConstants.clientID)),
         ]))
-        var bytes = Array(body.utf8)
-        defer { Memory.wipe(&bytes) }
         let timeout = min(revokeTimeout, totalTimeout)
-        guard let response = try? send("POST", OAuthConstants.revokePath, body: bytes, contentType: "application/json",
-                                       policy: .none, connectTimeout: min(connectTimeout, timeout), totalTimeout: timeout)
+        guard let status = try? send("POST", OAuthConstants.revokePath, body: body, contentType: "application/json",
+                                     policy: .none, connectTimeout: min(connectTimeout, timeout), totalTimeout: timeout).status
         else { return false }
-        return (200...299).contains(response.status)
+        return (200...299).contains(status)
     }
 
     // MARK: Plumbing
@@ -301,27 +297,28 @@ public struct IssuerClient {
     }
 
     /// `refresh_token_expired`/`_reused`/`_invalidated` when the body carries one.
-    private func permanentRefreshError(_ response: HTTPResponse) -> String? {
+    private func permanentRefreshError(_ response: borrowing HTTPResponse) -> String? {
         guard let json = try? parseJSON(response).get(), let code = Self.errorCode(json),
               OAuthConstants.permanentRefreshErrors.contains(code) else { return nil }
         return code
     }
 
-    private func send(_ method: String, _ path: String, body: [UInt8], contentType: String, policy: RetryPolicy,
-                      isFinal: (HTTPResponse) -> Bool = { _ in false },
+    private func send(_ method: String, _ path: String, body: consuming SecretBytes, contentType: String, policy: RetryPolicy,
+                      isFinal: (borrowing HTTPResponse) -> Bool = { _ in false },
                       connectTimeout: Double? = nil, totalTimeout: Double? = nil) throws -> HTTPResponse {
-        let request = HTTPRequest(
+        // One request for every attempt: the body is never copied, only the timeouts change.
+        var request = HTTPRequest(
             method: method, url: config.url(path),
             headers: [HTTPHeader("Content-Type", contentType), HTTPHeader("Accept", "application/json")],
             body: body, connectTimeout: connectTimeout ?? self.connectTimeout, totalTimeout: totalTimeout ?? self.totalTimeout,
             maxResponseBytes: maxResponseBytes, bypassProxy: config.isLoopback)
-        return try transport.send(request, retrying: policy, isFinal: isFinal, failure: "the request to the issuer failed")
+        return try transport.send(&request, retrying: policy, isFinal: isFinal, failure: "the request to the issuer failed")
     }
 
     struct BodyProblem: Error { let reason: String }
 
     /// The body as JSON, or why not: too large, HTML, not JSON.
-    func parseJSON(_ response: HTTPResponse) -> Result<JSONValue, BodyProblem> {
+    func parseJSON(_ response: borrowing HTTPResponse) -> Result<JSONValue, BodyProblem> {
         if response.body.count > maxResponseBytes {
             return .failure(BodyProblem(reason: "the issuer's answer is larger than \(maxResponseBytes) bytes (HTTP \(response.status))"))
         }
@@ -334,12 +331,12 @@ public struct IssuerClient {
         return .success(json)
     }
 
-    private func parseProblem(_ response: HTTPResponse) -> String {
+    private func parseProblem(_ response: borrowing HTTPResponse) -> String {
         if case .failure(let p) = parseJSON(response) { return p.reason }
         return "the issuer's answer was not JSON (HTTP \(response.status))"
     }
 
-    private func requireJSON(_ response: HTTPResponse, failure: (String) -> CredentialError) throws -> JSONValue {
+    private func requireJSON(_ response: borrowing HTTPResponse, failure: (String) -> CredentialError) throws -> JSONValue {
         switch parseJSON(response) {
         case .success(let j): return j
         case .failure(let p): throw failure(p.reason)
@@ -375,15 +372,13 @@ public struct IssuerClient {
         return out
     }
 
-    private func isTransientStatus(_ status: Int) -> Bool { status == 429 || (500...599).contains(status) }
-
-    private func statusProblem(_ response: HTTPResponse) -> String {
+    private func statusProblem(_ response: borrowing HTTPResponse) -> String {
         response.status == 429 ? "the issuer is rate limiting requests (HTTP 429)"
             : "the issuer is unavailable (HTTP \(response.status))"
     }
 
     /// "HTTP 400: code: message", vendor text sanitized.
-    private func describe(_ response: HTTPResponse, redacting secrets: [String] = []) -> String {
+    private func describe(_ response: borrowing HTTPResponse, redacting secrets: [String] = []) -> String {
         var s = "HTTP \(response.status)"
         if let json = try? parseJSON(response).get() {
             if let c = Self.errorCode(json, redacting: secrets) { s += ": " + c }
@@ -396,22 +391,37 @@ public struct IssuerClient {
 /// application/x-www-form-urlencoded, percent-encoding everything but RFC 3986 unreserved bytes.
 public enum FormEncoding {
     public static func encode(_ pairs: [(String, String)]) -> String {
-        pairs.map { escape($0.0) + "=" + escape($0.1) }.joined(separator: "&")
+        var out: [UInt8] = []
+        write(pairs) { out.append($0) }
+        return String(decoding: out, as: UTF8.self)
     }
 
-    public static func escape(_ s: String) -> String {
+    /// The same text straight into `SecretBytes`, for a body that carries a code and verifier.
+    public static func encodeSecret(_ pairs: [(String, String)]) -> SecretBytes {
+        var out = SecretBytes(capacity: 512)
+        write(pairs) { out.append($0) }
+        return out
+    }
+
+    private static func write(_ pairs: [(String, String)], _ emit: (UInt8) -> Void) {
         let hex = Array("0123456789ABCDEF".utf8)
-        var out: [UInt8] = []
-        for b in s.utf8 {
-            switch b {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.append(b)
-            default:
-                out += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 15)]]
+        func escape(_ s: String) {
+            for b in s.utf8 {
+                switch b {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                     UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                    emit(b)
+                default:
+                    emit(UInt8(ascii: "%")); emit(hex[Int(b >> 4)]); emit(hex[Int(b & 15)])
+                }
             }
         }
-        return String(decoding: out, as: UTF8.self)
+        for (n, (name, value)) in pairs.enumerated() {
+            if n > 0 { emit(UInt8(ascii: "&")) }
+            escape(name)
+            emit(UInt8(ascii: "="))
+            escape(value)
+        }
     }
 
     /// Decodes a query or form body into pairs ('+' is a space). Nil on a bad escape.

@@ -19,12 +19,11 @@ public struct IssuerConfig: Equatable, Sendable {
         service = try ServiceURL(text, variable: OAuthConstants.issuerEnvironmentVariable)
     }
 
-    /// Reads `CHATGPT_CREDENTIAL_ISSUER` (unset or empty: the default issuer).
-    public static func fromEnvironment(_ environment: [String: String]? = nil) throws -> IssuerConfig {
+    /// Reads `CHATGPT_CREDENTIAL_ISSUER` from the environment handed in (unset or empty: the
+    /// default issuer).
+    public static func fromEnvironment(_ environment: [String: String]) throws -> IssuerConfig {
         try ServiceURL.fromEnvironment(OAuthConstants.issuerEnvironmentVariable, environment).map(IssuerConfig.init(service:)) ?? .default
     }
-
-    public var isDefault: Bool { baseURL == OAuthConstants.defaultIssuer }
 
     /// The full URL of an endpoint path such as `/oauth/token`.
     public func url(_ path: String) -> String { service.url(path) }

@@ -1,6 +1,5 @@
 import CredentialCore
 import Secrets
-import CSodium
 
 /// PKCE (RFC 7636, S256) and the `state` value for the browser flow, from libsodium's CSPRNG.
 public struct PKCE: Equatable, Sendable {
@@ -23,28 +22,10 @@ public struct PKCE: Equatable, Sendable {
     }
 
     public static func challenge(for verifier: String) -> String {
-        Base64.encode(sha256(Array(verifier.utf8)), urlSafe: true, padded: false)
-    }
-
-    public static func sha256(_ bytes: [UInt8]) -> [UInt8] {
-        _ = sodium_init()
-        var out = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
-        _ = out.withUnsafeMutableBufferPointer { o in
-            bytes.withUnsafeBufferPointer { i in
-                crypto_hash_sha256(o.baseAddress!, i.baseAddress, UInt64(i.count))
-            }
-        }
-        return out
-    }
-
-    public static func randomBytes(_ count: Int) -> [UInt8] {
-        _ = sodium_init()
-        var out = [UInt8](repeating: 0, count: count)
-        out.withUnsafeMutableBytes { randombytes_buf($0.baseAddress!, $0.count) }
-        return out
+        Base64.encode(Sodium.sha256(Array(verifier.utf8)), alphabet: .urlSafe, padded: false)
     }
 
     public static func randomURLSafe(bytes: Int) -> String {
-        Base64.encode(randomBytes(bytes), urlSafe: true, padded: false)
+        Base64.encode(Sodium.random(bytes), alphabet: .urlSafe, padded: false)
     }
 }

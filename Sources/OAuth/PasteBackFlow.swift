@@ -53,9 +53,9 @@ public struct PasteBackFlow {
         console.err(p + "the browser then tries to open http://localhost:\(port)/auth/callback?code=…&state=… and shows an error page;")
         console.err(p + "copy that whole address from the address bar and paste it here, then press Enter:")
 
-        var line = try tty >= 0 ? readLine(fd: tty) : readLineFromStdin()
-        defer { Memory.wipe(&line) }
-        let callback = try Self.parse(String(decoding: line, as: UTF8.self))
+        let line = try tty >= 0 ? readLine(fd: tty) : readLineFromStdin()
+        // The pasted address carries the authorization code: parsing it is a String edge.
+        let callback = try Self.parse(line.unsafeString())
         guard callback.state == pkce.state else {
             throw CredentialError.loginFailed("the pasted address belongs to a different sign-in (its state does not match); nothing was stored; run 'chatgpt-credential login --no-browser' again and paste the address from that sign-in")
         }
@@ -90,10 +90,10 @@ public struct PasteBackFlow {
         .loginFailed("the pasted text is longer than \(Self.maxLine / 1024) KiB; nothing was stored")
     }
 
-    /// One line from the terminal, bounded, interruptible by Ctrl-C, within `timeout`.
-    private func readLine(fd: Int32) throws -> [UInt8] {
-        var line: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1024)
+    /// One line from the terminal, bounded, interruptible by Ctrl-C, within `timeout`; read
+    /// straight into `SecretBytes`.
+    private func readLine(fd: Int32) throws -> SecretBytes {
+        var line = SecretBytes(capacity: 1024)
         let deadline = Clock.monotonicMillis() + Int64(timeout * 1000)
         while true {
             switch Waiter.readable([fd], interrupt: interrupt, timeoutMillis: deadline - Clock.monotonicMillis()) {
@@ -101,36 +101,38 @@ public struct PasteBackFlow {
             case .timedOut: throw CredentialError.loginFailed("nothing was pasted within \(Int(timeout / 60)) minutes; nothing was stored")
             case .ready: break
             }
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            let start = line.count
+            var n = 0, code: Int32 = 0
+            line.append(upTo: 1024) { room in
+                n = read(fd, room.baseAddress, room.count)
+                if n < 0 { code = errno }
+                return max(n, 0)
+            }
             if n < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
-                throw CredentialError.loginFailed("cannot read the terminal: \(String(cString: strerror(errno)))")
+                if code == EINTR || code == EAGAIN { continue }
+                throw CredentialError.loginFailed("cannot read the terminal: \(String(cString: strerror(code)))")
             }
             if n == 0 { return line }
-            if let nl = chunk[0..<n].firstIndex(of: 0x0A) {
-                line += chunk[0..<nl]
+            if let nl = line.withUnsafeBytes({ $0[start...].firstIndex(of: 0x0A) }) {
+                line.truncate(to: nl)
                 if line.count > Self.maxLine { throw tooLong() }
                 return line
             }
-            line += chunk[0..<n]
             if line.count > Self.maxLine { throw tooLong() }
         }
     }
 
     /// One line from stdin (a pipe or file), bounded.
-    private func readLineFromStdin() throws -> [UInt8] {
-        var line: [UInt8] = []
+    private func readLineFromStdin() throws -> SecretBytes {
+        var line = SecretBytes(capacity: 1024)
         while true {
             if interrupt?.fired == true { throw InterruptWatch.cancelled }
-            let chunk = try console.readSome(1024)
+            let chunk = try console.readSome(1024) // the console's chunks are ordinary arrays
             if chunk.isEmpty { return line }
-            if let nl = chunk.firstIndex(of: 0x0A) {
-                line += chunk[..<nl]
-                if line.count > Self.maxLine { throw tooLong() }
-                return line
-            }
-            line += chunk
+            let end = chunk.firstIndex(of: 0x0A) ?? chunk.count
+            chunk[..<end].withUnsafeBytes { line.append($0) }
             if line.count > Self.maxLine { throw tooLong() }
+            if end < chunk.count { return line }
         }
     }
 }

@@ -60,14 +60,8 @@ public struct ServiceURL: Equatable, Sendable {
 
     /// The value of `variable` in `environment` (the process environment when nil); nil when it
     /// is unset or empty, so the caller uses its default.
-    public static func fromEnvironment(_ variable: String, _ environment: [String: String]?) throws -> ServiceURL? {
-        let value: String?
-        if let environment {
-            value = environment[variable]
-        } else {
-            value = getenv(variable).map { String(cString: $0) }
-        }
-        guard let value, !value.isEmpty else { return nil }
+    public static func fromEnvironment(_ variable: String, _ environment: [String: String]) throws -> ServiceURL? {
+        guard let value = environment[variable], !value.isEmpty else { return nil }
         return try ServiceURL(value, variable: variable)
     }
 

@@ -1,64 +1,63 @@
-/// Base64 (RFC 4648) in both alphabets, written here so the hot path needs no Foundation.
-public enum Base64 {
-    private static let std = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-    private static let url = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+import CSodium
 
-    public static func encode<C: Collection>(_ data: C, urlSafe: Bool = false, padded: Bool = true) -> String where C.Element == UInt8 {
-        let table = urlSafe ? url : std
-        let bytes = Array(data)
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var i = 0
-        while i + 3 <= bytes.count {
-            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-            out += [table[Int(n >> 18 & 63)], table[Int(n >> 12 & 63)], table[Int(n >> 6 & 63)], table[Int(n & 63)]]
-            i += 3
-        }
-        let rest = bytes.count - i
-        if rest == 1 {
-            let n = UInt32(bytes[i]) << 16
-            out += [table[Int(n >> 18 & 63)], table[Int(n >> 12 & 63)]]
-            if padded { out += [61, 61] }
-        } else if rest == 2 {
-            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
-            out += [table[Int(n >> 18 & 63)], table[Int(n >> 12 & 63)], table[Int(n >> 6 & 63)]]
-            if padded { out += [61] }
-        }
-        return String(decoding: out, as: UTF8.self)
+/// Base64 (RFC 4648) by libsodium (`sodium_bin2base64`, `sodium_base642bin`), in its four
+/// variants. Decoding is exact: a byte outside the alphabet (whitespace and NUL included) or
+/// non-canonical trailing bits (`YR` for `YQ`) are refused in every variant; the padded variants
+/// require exactly the right `=` padding and the unpadded ones refuse any.
+public enum Base64 {
+    public enum Alphabet: Sendable { case standard, urlSafe }
+
+    public enum Padding: Sendable {
+        /// `=` padding exactly as RFC 4648 writes it.
+        case required
+        /// No `=` at all (age, PKCE, JWT as RFC 7515 writes it).
+        case none
+        /// Either of the two, whichever the text is (a JWT segment from an encoder that pads):
+        /// text ending in `=` must be padded correctly, anything else must need no padding.
+        case optional
     }
 
-    /// Decodes either alphabet, padding optional. With `strict`, rejects padding and
-    /// non-canonical trailing bits (what age requires). Returns nil on any bad character.
-    public static func decode(_ text: String, urlSafe: Bool? = nil, strict: Bool = false) -> [UInt8]? {
-        var chars = Array(text.utf8)
-        if strict, chars.contains(61) { return nil }
-        while chars.last == 61 { chars.removeLast() }
-        if chars.count % 4 == 1 { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(chars.count * 3 / 4)
-        var acc: UInt32 = 0
-        var bits = 0
-        for c in chars {
-            let v: UInt32
-            switch c {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): v = UInt32(c - 65)
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): v = UInt32(c - 97 + 26)
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = UInt32(c - 48 + 52)
-            case UInt8(ascii: "+") where urlSafe != true: v = 62
-            case UInt8(ascii: "/") where urlSafe != true: v = 63
-            case UInt8(ascii: "-") where urlSafe != false: v = 62
-            case UInt8(ascii: "_") where urlSafe != false: v = 63
-            default: return nil
-            }
-            acc = acc << 6 | v
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                out.append(UInt8(truncatingIfNeeded: acc >> UInt32(bits)))
-                acc &= (1 << UInt32(bits)) - 1
-            }
+    private static func variant(_ alphabet: Alphabet, padded: Bool) -> Int32 {
+        switch (alphabet, padded) {
+        case (.standard, true): return sodium_base64_VARIANT_ORIGINAL
+        case (.standard, false): return sodium_base64_VARIANT_ORIGINAL_NO_PADDING
+        case (.urlSafe, true): return sodium_base64_VARIANT_URLSAFE
+        case (.urlSafe, false): return sodium_base64_VARIANT_URLSAFE_NO_PADDING
         }
-        if strict && acc != 0 { return nil }
-        return out
+    }
+
+    public static func encode(_ bytes: [UInt8], alphabet: Alphabet, padded: Bool) -> String {
+        let v = variant(alphabet, padded: padded)
+        let length = sodium_base64_encoded_len(bytes.count, v) // includes the terminating NUL
+        let text = [CChar](unsafeUninitializedCapacity: length) { out, initialized in
+            bytes.withUnsafeBufferPointer { b in
+                _ = sodium_bin2base64(out.baseAddress!, length, b.baseAddress, b.count, v)
+            }
+            initialized = length
+        }
+        return text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+
+    /// The decoded bytes, or nil when `text` is not exactly base64 of `alphabet` with `padding`.
+    public static func decode(_ text: some StringProtocol, alphabet: Alphabet, padding: Padding) -> [UInt8]? {
+        let chars = text.utf8.map { CChar(bitPattern: $0) }
+        let padded: Bool
+        switch padding {
+        case .required: padded = true
+        case .none: padded = false
+        case .optional: padded = chars.last == CChar(UInt8(ascii: "="))
+        }
+        let v = variant(alphabet, padded: padded)
+        let capacity = chars.count / 4 * 3 + 3
+        var ok = false
+        let out = [UInt8](unsafeUninitializedCapacity: capacity) { bin, initialized in
+            var length = 0
+            // ignore = nil: no byte is skipped (with a set, strchr would also match the NUL byte).
+            ok = chars.withUnsafeBufferPointer { c in
+                sodium_base642bin(bin.baseAddress!, capacity, c.baseAddress, c.count, nil, &length, nil, v) == 0
+            }
+            initialized = ok ? length : 0
+        }
+        return ok ? out : nil
     }
 }

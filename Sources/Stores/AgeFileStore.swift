@@ -46,9 +46,10 @@ public final class AgeFileStore: CredentialStore {
     /// scrypt work factor for writes (tests lower it; reads accept up to `ageMaxScryptWorkFactor`).
     var scryptWorkFactor = 18
     /// Reads a passphrase interactively; the default prompts on /dev/tty (tests replace it).
-    var promptPassphrase: (String) throws -> [UInt8] = AgeFileStore.promptOnTTY
-    /// A passphrase that has decrypted a file (or came from the passphrase file) in this process.
-    private var passphrase: [UInt8]? = nil
+    var promptPassphrase: (String) throws -> SecretBytes = AgeFileStore.promptOnTTY
+    /// A passphrase that has decrypted a file (or came from the passphrase file) in this process;
+    /// empty while there is none (an empty passphrase is never accepted).
+    private var passphrase = SecretBytes()
 
     static let maxFileBytes = 1 << 20
 
@@ -58,10 +59,6 @@ public final class AgeFileStore: CredentialStore {
         identityPath = paths.identityFile
         if let p = env["CHATGPT_CREDENTIAL_PASSPHRASE_FILE"], !p.isEmpty { passphraseFile = p } else { passphraseFile = nil }
         self.interactive = interactive
-    }
-
-    deinit {
-        if passphrase != nil { Memory.wipe(&passphrase!) }
     }
 
     // MARK: paths
@@ -96,12 +93,13 @@ public final class AgeFileStore: CredentialStore {
         guard try AtomicFile.checkDirectory(dir, create: false) else { return nil }
         let path = Paths.encryptedFile(in: dir, for: profile)
         guard let file = try AtomicFile.read(path, maxBytes: AgeFileStore.maxFileBytes) else { return nil }
-        return try decrypt(file, path: path, profile: profile)
+        // TODO(phase 2): the protocol still hands the document over as an array.
+        return try decrypt(file, path: path, profile: profile).unsafeArray()
     }
 
     public func write(_ profile: Profile, secret: [UInt8]) throws {
         let path = try writablePath(profile)
-        try AtomicFile.replace(path, with: encryptForWrite(secret, at: path, profile: profile))
+        try encryptForWrite(secret, at: path, profile: profile).withUnsafeBytes { try AtomicFile.replace(path, with: $0) }
     }
 
     /// Reserves the room a rotated document needs (twice the current file, and at least 16 KiB):
@@ -133,7 +131,7 @@ public final class AgeFileStore: CredentialStore {
             self.store = store; self.profile = profile; self.reservation = reservation
         }
         func commit(_ secret: [UInt8]) throws {
-            try reservation.commit(store.encryptForWrite(secret, at: reservation.path, profile: profile))
+            try store.encryptForWrite(secret, at: reservation.path, profile: profile).withUnsafeBytes { try reservation.commit($0) }
         }
     }
 
@@ -152,13 +150,14 @@ public final class AgeFileStore: CredentialStore {
         let existingHeader = existing.flatMap { try? AgeHeader.parse($0) }
         let recipient: AgeRecipient
         if passphraseFile != nil || existingHeader?.isPassphraseProtected == true {
-            let pass = try obtainPassphrase(for: path, verifyAgainst: existingHeader?.isPassphraseProtected == true ? existing : nil,
-                                            profile: profile)
-            recipient = ScryptRecipient(passphrase: pass, workFactor: scryptWorkFactor)
+            try obtainPassphrase(for: path, verifyAgainst: existingHeader?.isPassphraseProtected == true ? existing : nil,
+                                 profile: profile)
+            recipient = ScryptRecipient(passphrase: passphrase.duplicate(), workFactor: scryptWorkFactor)
         } else {
             recipient = try loadOrCreateIdentity().recipient
         }
-        return AgeFile.encrypt(secret, to: [recipient])
+        // TODO(phase 2): the protocol still hands the document over as an array.
+        return AgeFile.encrypt(SecretBytes(copying: secret), to: [recipient])
     }
 
     @discardableResult
@@ -189,20 +188,18 @@ public final class AgeFileStore: CredentialStore {
 
     // MARK: decryption
 
-    private func decrypt(_ file: [UInt8], path: String, profile: Profile) throws -> [UInt8] {
+    private func decrypt(_ file: [UInt8], path: String, profile: Profile) throws -> SecretBytes {
         let recovery = "restore the right key, or \(profile.removeDamagedHint)"
         let header: AgeHeader
         do { header = try AgeHeader.parse(file) } catch let e as AgeError {
             throw e.credentialError(path: path, keyHint: "", recovery: recovery)
         }
         if header.isPassphraseProtected {
-            let pass = try obtainPassphrase(for: path, verifyAgainst: nil, profile: profile)
+            try obtainPassphrase(for: path, verifyAgainst: nil, profile: profile)
             do {
-                let plain = try AgeFile.decrypt(file, identities: [ScryptIdentity(passphrase: pass)])
-                passphrase = pass
-                return plain
+                return try AgeFile.decrypt(file, identities: [ScryptIdentity(passphrase: passphrase.duplicate())])
             } catch let e as AgeError {
-                if e == .noMatch, passphraseFile == nil { passphrase = nil }
+                if e == .noMatch, passphraseFile == nil { passphrase = SecretBytes() }
                 let source = passphraseFile.map { "the passphrase in \($0)" } ?? "the passphrase entered"
                 throw e.credentialError(path: path, keyHint: source,
                                         recovery: "check the passphrase, or \(profile.removeDamagedHint)")
@@ -226,17 +223,20 @@ public final class AgeFileStore: CredentialStore {
         let idPath = try requireIdentityPath()
         let dir = AtomicFile.split(idPath).dir
         guard try AtomicFile.checkDirectory(dir, create: false) else { return nil }
-        guard var text = try AtomicFile.read(idPath, maxBytes: 64 * 1024) else { return nil }
-        defer { Memory.wipe(&text) }
-        var identities: [X25519Identity] = []
-        for rawLine in text.split(separator: 10, omittingEmptySubsequences: true) {
-            var line = rawLine
-            if line.last == 13 { line = line.dropLast() }
-            if line.isEmpty || line.first == UInt8(ascii: "#") { continue }
-            guard let id = X25519Identity(parsing: String(decoding: line, as: UTF8.self)) else {
-                throw CredentialError.storeCorrupt("\(idPath) is not an age identity file (expected AGE-SECRET-KEY-1… lines); restore it from a backup")
+        guard let text = try AtomicFile.readSecret(idPath, maxBytes: 64 * 1024) else { return nil }
+        // Lines are parsed in place: the key's text never leaves the SecretBytes it was read into.
+        let identities: [X25519Identity] = try text.withUnsafeBytes { raw in
+            var found: [X25519Identity] = []
+            for rawLine in raw.split(separator: 10, omittingEmptySubsequences: true) {
+                var line = rawLine
+                if line.last == 13 { line = line.dropLast() }
+                if line.isEmpty || line.first == UInt8(ascii: "#") { continue }
+                guard let id = X25519Identity(parsing: UnsafeRawBufferPointer(rebasing: line)) else {
+                    throw CredentialError.storeCorrupt("\(idPath) is not an age identity file (expected AGE-SECRET-KEY-1… lines); restore it from a backup")
+                }
+                found.append(id)
             }
-            identities.append(id)
+            return found
         }
         guard !identities.isEmpty else {
             throw CredentialError.storeCorrupt("\(idPath) holds no age identity; restore it from a backup")
@@ -250,14 +250,11 @@ public final class AgeFileStore: CredentialStore {
         let idPath = try requireIdentityPath()
         try AtomicFile.checkDirectory(AtomicFile.split(idPath).dir, create: true)
         let identity = X25519Identity.generate()
-        var text = Array("""
-            # created: \(Clock.rfc3339(Clock.now()))
-            # public key: \(identity.recipient.encoded)
-            \(identity.encoded)
-
-            """.utf8)
-        defer { Memory.wipe(&text) }
-        if try AtomicFile.createExclusive(idPath, with: text) { return identity }
+        var text = SecretBytes(capacity: 192)
+        text.append(utf8: "# created: \(Clock.rfc3339(Clock.now()))\n# public key: \(identity.recipient.encoded)\n")
+        text.append(identity.encoded())
+        text.append(utf8: "\n")
+        if try text.withUnsafeBytes({ try AtomicFile.createExclusive(idPath, with: $0) }) { return identity }
         // Another process created it first: use that one.
         guard let ids = try loadIdentities() else {
             throw CredentialError.storeFailure("\(idPath) vanished while being created; try again")
@@ -267,50 +264,48 @@ public final class AgeFileStore: CredentialStore {
 
     // MARK: passphrase
 
-    /// The passphrase: cached, from the passphrase file, or prompted. A prompted passphrase is
-    /// checked against `verifyAgainst` (the existing file) before it is used to write.
-    private func obtainPassphrase(for path: String, verifyAgainst existing: [UInt8]?, profile: Profile) throws -> [UInt8] {
-        if let passphrase { return passphrase }
+    /// Makes `passphrase` hold the passphrase: cached, from the passphrase file, or prompted. A
+    /// prompted passphrase is checked against `verifyAgainst` (the existing file) before it is used to write.
+    private func obtainPassphrase(for path: String, verifyAgainst existing: [UInt8]?, profile: Profile) throws {
+        if !passphrase.isEmpty { return }
         if let file = passphraseFile {
-            let p = try AgeFileStore.readPassphraseFile(file)
-            passphrase = p
-            return p
+            passphrase = try AgeFileStore.readPassphraseFile(file)
+            return
         }
         guard interactive else {
             throw CredentialError.storeUnavailable(
                 "\(path) is protected by a passphrase; set CHATGPT_CREDENTIAL_PASSPHRASE_FILE to a file (mode 600) holding it, or run interactively")
         }
-        var p = try promptPassphrase("Passphrase for \(path): ")
+        let p = try promptPassphrase("Passphrase for \(path): ")
         guard !p.isEmpty else { throw CredentialError.storeUnavailable("no passphrase entered for \(path)") }
         if let existing {
-            do { _ = try AgeFile.decrypt(existing, identities: [ScryptIdentity(passphrase: p)]) } catch AgeError.noMatch {
-                Memory.wipe(&p)
-                throw CredentialError.wrongKey("wrong passphrase for \(path); try again, or remove it and sign in again: \(profile.loginCommand)")
+            do { _ = try AgeFile.decrypt(existing, identities: [ScryptIdentity(passphrase: p.duplicate())]) } catch AgeError.noMatch {
+                throw CredentialError.wrongKey("wrong passphrase for \(path); try again, or \(profile.removeDamagedHint)")
             } catch {
                 // A damaged file is being replaced anyway; the passphrase could not be checked.
             }
         }
         passphrase = p
-        return p
     }
 
-    static func readPassphraseFile(_ file: String) throws -> [UInt8] {
+    static func readPassphraseFile(_ file: String) throws -> SecretBytes {
         // Symlinks are followed here (secret managers mount them so); the target's mode is checked.
-        guard var bytes = try AtomicFile.read(file, maxBytes: 64 * 1024, followSymlinks: true) else {
+        guard var line = try AtomicFile.readSecret(file, maxBytes: 64 * 1024, followSymlinks: true) else {
             throw CredentialError.storeUnavailable(
                 "CHATGPT_CREDENTIAL_PASSPHRASE_FILE names \(file), which does not exist; create it (mode 600) or unset the variable")
         }
-        defer { Memory.wipe(&bytes) }
-        var line = Array(bytes.prefix { $0 != 10 })
-        if line.last == 13 { line.removeLast() }
+        // The first line, LF or CRLF stripped, cut in place (what is cut is wiped).
+        var end = line.withUnsafeBytes { $0.firstIndex(of: 10) ?? $0.count }
+        if end > 0, line.withUnsafeBytes({ $0[end - 1] }) == 13 { end -= 1 }
+        line.truncate(to: end)
         guard !line.isEmpty else {
             throw CredentialError.storeUnavailable("the passphrase file \(file) is empty; put the passphrase on its first line")
         }
         return line
     }
 
-    /// Prompts on /dev/tty with echo off.
-    static func promptOnTTY(_ prompt: String) throws -> [UInt8] {
+    /// Prompts on /dev/tty with echo off; the answer is read byte by byte straight into `SecretBytes`.
+    static func promptOnTTY(_ prompt: String) throws -> SecretBytes {
         let fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard fd >= 0 else {
             throw CredentialError.storeUnavailable(
@@ -330,15 +325,17 @@ public final class AgeFileStore: CredentialStore {
             _ = "\n".withCString { Glibc.write(fd, $0, 1) }
         }
         _ = prompt.withCString { Glibc.write(fd, $0, strlen($0)) }
-        var line: [UInt8] = []
-        var byte: UInt8 = 0
-        while line.count < 4096 {
-            let n = Glibc.read(fd, &byte, 1)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 || byte == 10 { break }
-            line.append(byte)
+        var line = SecretBytes(capacity: 4096)
+        var ended = false
+        while !ended && line.count < 4096 {
+            line.append(upTo: 1) { room in
+                let n = Glibc.read(fd, room.baseAddress, 1)
+                if n < 0 && errno == EINTR { return 0 }
+                if n <= 0 || room[0] == 10 { ended = true; return 0 }
+                return 1
+            }
         }
-        if line.last == 13 { line.removeLast() }
+        if line.count > 0, line.withUnsafeBytes({ $0[$0.count - 1] }) == 13 { line.truncate(to: line.count - 1) }
         return line
     }
 }

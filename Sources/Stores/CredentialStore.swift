@@ -50,21 +50,19 @@ public enum StoreChoice: String, Sendable, CaseIterable {
 extension CredentialStore {
     /// Reads and parses the profile's document.
     public func load(_ profile: Profile) throws -> TokenDocument? {
-        guard var bytes = try read(profile) else { return nil }
-        defer { Memory.wipe(&bytes) }
+        // TODO(phase 2): the document crosses as an unwiped array (its tokens become Strings anyway).
+        guard let bytes = try read(profile) else { return nil }
         return try TokenDocument.parse(bytes, origin: location(for: profile), profile: profile)
     }
 
     public func save(_ document: TokenDocument, for profile: Profile) throws {
-        var bytes = document.serialized()
-        defer { Memory.wipe(&bytes) }
-        try write(profile, secret: bytes)
+        // TODO(phase 2): the document crosses as an unwiped array (its tokens are Strings anyway).
+        try write(profile, secret: document.serialized())
     }
 
     /// Saves through a `prepareWrite` reservation.
     public func save(_ document: TokenDocument, through prepared: PreparedWrite) throws {
-        var bytes = document.serialized()
-        defer { Memory.wipe(&bytes) }
-        try prepared.commit(bytes)
+        // TODO(phase 2): as `save`, the document crosses as an array.
+        try prepared.commit(document.serialized())
     }
 }

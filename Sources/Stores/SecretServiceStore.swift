@@ -34,11 +34,14 @@ public final class SecretServiceStore: CredentialStore {
     public let kind: StoreKind = .secretService
     /// Deadline for each operation, in seconds.
     public let timeout: Double
+    /// The process environment as handed in (`Services.environment`): where the bus is.
+    private let environment: [String: String]
 
-    /// `timeout` defaults to `Deadline.secretServiceSeconds()` (3 s, 30 s with a terminal,
-    /// or `CHATGPT_CREDENTIAL_DBUS_TIMEOUT`).
-    public init(timeout: Double? = nil) {
-        self.timeout = timeout ?? Deadline.secretServiceSeconds()
+    /// `timeout` defaults to `Deadline.secretServiceSeconds(environment:)` (3 s, 30 s with a
+    /// terminal, or `CHATGPT_CREDENTIAL_DBUS_TIMEOUT`).
+    public init(environment: [String: String], timeout: Double? = nil) {
+        self.environment = environment
+        self.timeout = timeout ?? Deadline.secretServiceSeconds(environment: environment)
     }
 
     public func location(for profile: Profile) -> String { "the Secret Service" }
@@ -169,8 +172,7 @@ public final class SecretServiceStore: CredentialStore {
 
     /// SHA-256 of the stored secret (one SearchItems and one GetSecrets).
     public func version(_ profile: Profile) throws -> [UInt8]? {
-        guard var secret = try read(profile) else { return nil }
-        defer { Memory.wipe(&secret) }
+        guard let secret = try read(profile) else { return nil }
         return Sodium.sha256(secret)
     }
 
@@ -186,8 +188,8 @@ public final class SecretServiceStore: CredentialStore {
     /// For the `auto` selector: `.available` when the Secret Service answers within the deadline
     /// and its default collection is unlocked, `.locked` when that collection is locked,
     /// `.unavailable(reason)` otherwise (no bus, no service, no default keyring, timeout).
-    public static func probe(timeout: Double? = nil) -> SecretServiceAvailability {
-        let store = SecretServiceStore(timeout: timeout)
+    public static func probe(environment: [String: String], timeout: Double? = nil) -> SecretServiceAvailability {
+        let store = SecretServiceStore(environment: environment, timeout: timeout)
         do {
             return try store.perform { service, cancellable in
                 var error: UnsafeMutablePointer<GError>?
@@ -209,9 +211,9 @@ public final class SecretServiceStore: CredentialStore {
 
     /// Why there is certainly no session bus, or nil when there may be one. Cheap: no libsecret
     /// (which would try to autolaunch a bus through X11 and fail only after a while).
-    public static func missingBusReason() -> String? {
-        return missingBusReason(sessionBusAddress: getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) },
-                                runtimeDirectory: getenv("XDG_RUNTIME_DIR").map { String(cString: $0) })
+    public static func missingBusReason(environment: [String: String]) -> String? {
+        missingBusReason(sessionBusAddress: environment["DBUS_SESSION_BUS_ADDRESS"],
+                         runtimeDirectory: environment["XDG_RUNTIME_DIR"])
     }
 
     /// The same decision from explicit values (DBUS_SESSION_BUS_ADDRESS, XDG_RUNTIME_DIR).
@@ -230,7 +232,7 @@ public final class SecretServiceStore: CredentialStore {
     /// watchdog that cancels `cancellable` when the deadline passes (every libsecret call takes
     /// it, so a hung service returns G_IO_ERROR_CANCELLED at once → the timeout error).
     private func perform<T>(_ body: @escaping (UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>) throws -> T) throws -> T {
-        if let reason = Self.missingBusReason() {
+        if let reason = Self.missingBusReason(environment: environment) {
             throw CredentialError.storeUnavailable(reason)
         }
         try Self.loadLibsecret()
@@ -239,7 +241,7 @@ public final class SecretServiceStore: CredentialStore {
         _ = ccred_g_object_ref(cancellable) // the work's reference, dropped when it finishes
         let watched = CancellableReference(cancellable) // the watchdog's, dropped with its closure
         let seconds = timeout
-        let outcome: Result<T, CredentialError>? = Deadline.watch(seconds: seconds, onTimeout: {
+        let outcome: Result<T, CredentialError> = Deadline.watch(seconds: seconds, onTimeout: {
             ccred_g_cancellable_cancel(watched.pointer)
         }) {
             defer { ccred_g_object_unref(cancellable) }
@@ -254,11 +256,10 @@ public final class SecretServiceStore: CredentialStore {
             }
         }
         switch outcome {
-        case .success(let value)?: return value
-        case .failure(let error)?:
+        case .success(let value): return value
+        case .failure(let error):
             if case .storeUnavailable(Self.cancelledMarker) = error { throw Self.timeoutError(seconds) }
             throw error
-        case nil: throw Self.timeoutError(seconds)
         }
     }
 

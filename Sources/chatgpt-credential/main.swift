@@ -1,6 +1,7 @@
 // The executable: argv → Invocation → Runner → exit code (or exec). No policy lives here.
 import CLI
 import CredentialCore
+import Secrets
 import CSystemShims
 #if canImport(Glibc)
 import Glibc
@@ -20,20 +21,12 @@ final class StandardConsole: Console {
     }
     func err(_ line: String) { _ = writeAll(2, Array((line + "\n").utf8)) }
 
-    func readInput(limit: Int) throws -> [UInt8] {
-        var data: [UInt8] = []
-        var buf = [UInt8](repeating: 0, count: 16384)
-        while true {
-            let n = buf.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw CredentialError.badInput("cannot read stdin: \(String(cString: strerror(errno)))")
-            }
-            if n == 0 { break }
-            data += buf[0..<n]
-            if data.count > limit {
-                throw CredentialError.badInput("input on stdin is larger than \(limit / 1024) KiB")
-            }
+    func readInput(limit: Int) throws -> SecretBytes {
+        var data = SecretBytes(capacity: 16384)
+        guard try FileSystem.readToEnd(0, into: &data, limit: limit, failure: {
+            .badInput("cannot read stdin: \(FileSystem.errorText($0))")
+        }) else {
+            throw CredentialError.badInput("input on stdin is larger than \(limit / 1024) KiB")
         }
         return data
     }

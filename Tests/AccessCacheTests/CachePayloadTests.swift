@@ -9,7 +9,7 @@ import Testing
                                         expiresAt: 1_800_000_000, email: "é@example.com", plan: "plus")
 
     @Test func payloadIsExactlyTheDocumentedLayout() throws {
-        let bytes = try #require(CachePayload.build(Self.entry))
+        let bytes = try #require(CachePayload.bytes(Self.entry))
         var expected: [UInt8] = Array("CCA".utf8) + [1]
         expected += [0, 0, 0, 0, 0x6B, 0x49, 0xD2, 0x00] // 1 800 000 000
         for field in ["eyJ.a.b", "acct-1", "eyJ.i.d", "é@example.com", "plus"] {
@@ -22,17 +22,17 @@ import Testing
 
     @Test func emptyFieldsAndNegativeExpiryRoundTrip() throws {
         let sparse = AccessCacheEntry(accessToken: "t", accountId: "", idToken: "", expiresAt: -5, email: "", plan: "")
-        #expect(CachePayload.parse(try #require(CachePayload.build(sparse))) == sparse)
+        #expect(CachePayload.parse(try #require(CachePayload.bytes(sparse))) == sparse)
     }
 
     @Test func everyTruncationAndEveryExtensionIsRefused() throws {
-        let bytes = try #require(CachePayload.build(Self.entry))
+        let bytes = try #require(CachePayload.bytes(Self.entry))
         for n in 0..<bytes.count { #expect(CachePayload.parse(Array(bytes.prefix(n))) == nil, "prefix of \(n) bytes accepted") }
         #expect(CachePayload.parse(bytes + [0]) == nil)
     }
 
     @Test func wrongMagicVersionEncodingOrNoAccessTokenIsRefused() throws {
-        let bytes = try #require(CachePayload.build(Self.entry))
+        let bytes = try #require(CachePayload.bytes(Self.entry))
         var otherVersion = bytes; otherVersion[3] = 2
         var otherMagic = bytes; otherMagic[0] = UInt8(ascii: "X")
         var badUTF8 = bytes; badUTF8[4 + 8 + 2] = 0xFF // first byte of the access token
@@ -40,7 +40,7 @@ import Testing
         #expect(CachePayload.parse(otherMagic) == nil)
         #expect(CachePayload.parse(badUTF8) == nil)
         let noToken = AccessCacheEntry(accessToken: "", accountId: "a", idToken: "", expiresAt: 1, email: "", plan: "")
-        #expect(CachePayload.parse(try #require(CachePayload.build(noToken))) == nil)
+        #expect(CachePayload.parse(try #require(CachePayload.bytes(noToken))) == nil)
     }
 
     @Test func thePayloadFitsTheUserKeyLimitOrIsRefused() {
@@ -49,9 +49,9 @@ import Testing
         e.idToken = ""
         let overhead = 4 + 8 + 5 * 2 + "acct-1".utf8.count + "é@example.com".utf8.count + "plus".utf8.count
         e.accessToken = String(repeating: "a", count: 32767 - overhead)
-        #expect(CachePayload.build(e)?.count == 32767)
+        #expect(CachePayload.bytes(e)?.count == 32767)
         e.accessToken += "a"
-        #expect(CachePayload.build(e) == nil)
+        #expect(CachePayload.bytes(e) == nil)
     }
 
     // MARK: settings

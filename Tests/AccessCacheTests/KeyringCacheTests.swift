@@ -31,7 +31,7 @@ import CSeccompTestSupport
         let serial = try #require(k.serial(id, profile))
         let piped = KeyringFixture.tool(KeyringFixture.keyctl, ["pipe", String(serial)])
         #expect(piped.status == 0, "keyctl pipe: \(piped.stderr)")
-        #expect(piped.stdout == CachePayload.build(entry))
+        #expect(piped.stdout == CachePayload.bytes(entry))
         // And a fresh cache (as the next process would be) finds it too.
         #expect(cache().lookup(id, profile) == entry)
     }
@@ -132,7 +132,7 @@ import CSeccompTestSupport
         let serial = String(try #require(k.serial(id, profile)))
         let asNobody = "setpriv --reuid=65534 --regid=65534 --clear-groups -- keyctl pipe \(serial)"
         let inherited = KeyringFixture.tool(KeyringFixture.keyctl, ["session", "-", "/bin/sh", "-c", "keyctl link @u @s && \(asNobody)"])
-        #expect(inherited.status == 0 && inherited.stdout == CachePayload.build(entry), "stderr: \(inherited.stderr)")
+        #expect(inherited.status == 0 && inherited.stdout == CachePayload.bytes(entry), "stderr: \(inherited.stderr)")
         let fresh = KeyringFixture.tool(KeyringFixture.keyctl, ["session", "-", "/bin/sh", "-c", "keyctl link @u @s && keyctl session - \(asNobody)"])
         #expect(fresh.status == 1 && fresh.stdout.isEmpty && fresh.stderr.contains("Permission denied"), "stderr: \(fresh.stderr)")
     }
@@ -315,15 +315,15 @@ import CSeccompTestSupport
         defer { k.cleanup() }
         let id = k.fileIdentity()
         let entry = KeyringFixture.entry(tag: "planted")
-        _ = try plant(try #require(CachePayload.build(entry)), k.description(id, profile))
+        _ = try plant(try #require(CachePayload.bytes(entry)), k.description(id, profile))
         #expect(cache().lookup(id, profile) == entry)
     }
 
     @Test(arguments: [
         Array("not a payload".utf8),
         [UInt8(ascii: "C"), UInt8(ascii: "C"), UInt8(ascii: "A"), 2] + [UInt8](repeating: 0, count: 18), // version 2
-        Array(CachePayload.build(KeyringFixture.entry(tag: "cut"))!.dropLast()),                      // truncated
-        CachePayload.build(KeyringFixture.entry(tag: "long"))! + [0],                                  // trailing byte
+        Array(CachePayload.bytes(KeyringFixture.entry(tag: "cut"))!.dropLast()),                      // truncated
+        CachePayload.bytes(KeyringFixture.entry(tag: "long"))! + [0],                                  // trailing byte
     ])
     func aGarbledPayloadIsAMissAndIsRemoved(_ payload: [UInt8]) throws {
         let k = KeyringFixture()
@@ -342,7 +342,7 @@ import CSeccompTestSupport
         defer { k.cleanup() }
         let id = k.fileIdentity()
         let entry = KeyringFixture.entry()
-        _ = try plant(try #require(CachePayload.build(entry)), k.description(id, profile), permissions: permissions)
+        _ = try plant(try #require(CachePayload.bytes(entry)), k.description(id, profile), permissions: permissions)
         let said = Diagnostics()
         #expect(cache(diagnostics: said).lookup(id, profile) == nil)
         #expect(k.serial(id, profile) == nil)

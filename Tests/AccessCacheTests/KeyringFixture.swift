@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Secrets
 @testable import AccessCache
 @testable import CredentialCore
 import CSeccompTestSupport
@@ -35,9 +36,10 @@ final class KeyringFixture {
 
     /// Removes every key of this run from the user keyring (all identities made here carry `run`).
     func cleanup() {
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var secret = SecretBytes(zeros: 64 * 1024)
         // Reading a keyring yields the serials it links.
-        guard case .success(let n) = KernelKeyring.read(KernelKeyring.userKeyring, into: &buffer) else { return }
+        guard case .success(let n) = KernelKeyring.read(KernelKeyring.userKeyring, into: &secret) else { return }
+        let buffer = secret.unsafeArray()
         let serials = stride(from: 0, to: min(n, buffer.count) / 4 * 4, by: 4).map { i in
             buffer[i..<(i + 4)].withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
         }
@@ -103,4 +105,14 @@ final class KeyringFixture {
         thread.start()
         done.wait()
     }
+}
+
+extension CachePayload {
+    /// The payload as a plain array, for byte-exact assertions in tests.
+    static func bytes(_ entry: AccessCacheEntry) -> [UInt8]? {
+        guard let payload = build(entry) else { return nil }
+        return payload.unsafeArray()
+    }
+
+    static func parse(_ bytes: [UInt8]) -> AccessCacheEntry? { bytes.withUnsafeBytes { parse($0) } }
 }

@@ -97,13 +97,14 @@ import Testing
                 check(id != nil, "identity does not parse")
                 if let id { identities.append(id) }
             }
-            identities += v.passphrases.map { ScryptIdentity(passphrase: Array($0.utf8)) }
+            identities += v.passphrases.map { ScryptIdentity(passphrase: SecretBytes(copying: $0.utf8)) }
 
             // The streaming reader: what it releases chunk by chunk before any failure.
             var released: [UInt8] = []
             var error: Error? = nil
             var opened: AgeFile.Opened? = nil
-            do { opened = try AgeFile.open(v.file, identities: identities) { released += $0 } } catch let e { error = e }
+            var sink = SecretBytes()
+            do { opened = try AgeFile.open(v.file, identities: identities, into: &sink) { released += $0 } } catch let e { error = e }
             check(Self.outcome(error) == v.expect, "expected \(v.expect), got \(Self.outcome(error))")
             if let payload = v.payload {
                 check(Self.hex(Sodium.sha256(released)) == payload, "released plaintext hash differs")
@@ -112,16 +113,16 @@ import Testing
             }
             // The all-or-nothing reader the store uses: a failing file releases nothing at all.
             var whole: [UInt8]? = nil
-            do { whole = try AgeFile.decrypt(v.file, identities: identities) } catch let e {
+            do { whole = try AgeFile.decrypt(v.file, identities: identities).unsafeArray() } catch let e {
                 check(Self.outcome(e) == v.expect, "decrypt(): expected \(v.expect), got \(Self.outcome(e))")
             }
             if v.expect == "success" {
                 check(whole == released, "decrypt() differs from the streamed plaintext")
                 if let o = opened {
-                    if let fk = v.fileKey { check(Self.hex(o.fileKey) == fk, "file key differs") }
+                    if let fk = v.fileKey { check(Self.hex(o.fileKey.unsafeArray()) == fk, "file key differs") }
                     let headerBytes = Array(v.file[..<o.header.length])
                     check(o.header.encoded() == headerBytes, "header does not re-encode byte-identically")
-                    let payload = AgeFile.encryptPayload(released, fileKey: o.fileKey, nonce: o.nonce)
+                    let payload = released.withUnsafeBytes { AgeFile.encryptPayload($0, fileKey: o.fileKey, nonce: o.nonce) }
                     check(payload == Array(v.file[o.header.length...]), "payload does not re-encrypt identically")
                     // And the MAC recomputed from the stanzas under the file key is the file's.
                     check(AgeFile.header(stanzas: o.header.stanzas, fileKey: o.fileKey).encoded() == headerBytes,

@@ -1,6 +1,7 @@
 import Testing
 @testable import CLI
 @testable import CredentialCore
+import Secrets
 
 @Suite struct ServicesTests {
     @Test func nanLockTimeoutFromTheEnvironmentIsTheDefault() {
@@ -15,7 +16,7 @@ import Testing
 private final class SilentConsole: Console {
     func out(_ text: String) {}
     func err(_ line: String) {}
-    func readInput(limit: Int) throws -> [UInt8] { [] }
+    func readInput(limit: Int) throws -> SecretBytes { SecretBytes() }
     func readSome(_ max: Int) throws -> [UInt8] { [] }
     var stdinIsTerminal: Bool { false }
     var stderrIsTerminal: Bool { false }

@@ -23,7 +23,7 @@ final class ScriptedRefresher: TokenRefreshing {
 
 func jwt(exp: Int64, account: String = "acct-1") -> String {
     let payload = #"{"exp":\#(exp),"email":"a@b.c","https://api.openai.com/auth":{"chatgpt_account_id":"\#(account)","chatgpt_plan_type":"pro"}}"#
-    return "eyJhbGciOiJub25lIn0." + Base64.encode(Array(payload.utf8), urlSafe: true, padded: false) + ".sig"
+    return "eyJhbGciOiJub25lIn0." + Base64.encode(Array(payload.utf8), alphabet: .urlSafe, padded: false) + ".sig"
 }
 
 /// Two memory stores behind a real `StoreSelector` and a real `ProfileLock` in a throwaway directory.

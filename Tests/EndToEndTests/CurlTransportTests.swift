@@ -4,6 +4,7 @@ import Testing
 @testable import Stores
 @testable import OAuth
 @testable import CredentialCore
+import Secrets
 
 /// CurlTransport and IssuerClient against the real loopback test issuer (never anything else).
 @Suite struct CurlTransportTests {
@@ -75,11 +76,11 @@ import Testing
         try issuer.configure(["faults": [["status": 429, "retry_after": 2, "body": ["error": "rate_limited"]]]])
         let r = try CurlTransport().send(HTTPRequest(method: "POST", url: issuer.url + "/oauth/token",
                                                       headers: [HTTPHeader("Content-Type", "application/json")],
-                                                      body: Array(#"{"grant_type":"refresh_token"}"#.utf8), bypassProxy: true))
+                                                      body: SecretBytes(copying: #"{"grant_type":"refresh_token"}"#.utf8), bypassProxy: true))
         #expect(r.status == 429)
         #expect(r.header("Retry-After") == "2")
         #expect(r.header("content-type")?.hasPrefix("application/json") == true)
-        #expect(String(decoding: r.body, as: UTF8.self) == #"{"error": "rate_limited"}"#)
+        #expect(r.body.unsafeString() == #"{"error": "rate_limited"}"#)
     }
 
     @Test func endlessBodyHitsTheTotalTimeout() throws {
@@ -89,7 +90,7 @@ import Testing
         do {
             _ = try CurlTransport().send(HTTPRequest(method: "POST", url: issuer.url + "/oauth/token",
                                                       headers: [HTTPHeader("Content-Type", "application/json")],
-                                                      body: Array(#"{"grant_type":"refresh_token"}"#.utf8),
+                                                      body: SecretBytes(copying: #"{"grant_type":"refresh_token"}"#.utf8),
                                                       connectTimeout: 2, totalTimeout: 1.5, bypassProxy: true))
             Issue.record("an endless body returned")
         } catch let e as TransportError {
@@ -121,7 +122,7 @@ import Testing
         do {
             _ = try CurlTransport().send(HTTPRequest(method: "POST", url: issuer.url + "/oauth/token",
                                                       headers: [HTTPHeader("Content-Type", "application/json")],
-                                                      body: Array(#"{"grant_type":"refresh_token"}"#.utf8),
+                                                      body: SecretBytes(copying: #"{"grant_type":"refresh_token"}"#.utf8),
                                                       maxResponseBytes: 256 * 1024, bypassProxy: true))
             Issue.record("a 10 MB body was accepted")
         } catch let e as TransportError {
@@ -218,7 +219,8 @@ import Testing
         let r = try CurlTransport().send(HTTPRequest(method: "GET", url: c.authorizeURL(redirectURI: redirect, pkce: pkce),
                                                       bypassProxy: true))
         #expect(r.status == 302)
-        let location = try #require(r.header("location"))
+        let locationHeader = r.header("location") // HTTPResponse is noncopyable: #require takes the value
+        let location = try #require(locationHeader)
         #expect(location.hasPrefix(redirect + "?"))
         let query = try #require(FormEncoding.decode(String(location.split(separator: "?", maxSplits: 1)[1])))
         let code = try #require(query.first { $0.0 == "code" }?.1)
@@ -233,7 +235,8 @@ import Testing
         }
         let r2 = try CurlTransport().send(HTTPRequest(method: "GET", url: c.authorizeURL(redirectURI: redirect, pkce: pkce),
                                                        bypassProxy: true))
-        let loc2 = try #require(r2.header("location"))
+        let loc2Header = r2.header("location") // HTTPResponse is noncopyable: #require takes the value
+        let loc2 = try #require(loc2Header)
         let q2 = try #require(FormEncoding.decode(String(loc2.split(separator: "?")[1])))
         let code2 = try #require(q2.first { $0.0 == "code" }?.1)
         let grant = try c.exchangeCode(code: code2, verifier: pkce.verifier, redirectURI: redirect)
@@ -247,7 +250,8 @@ import Testing
         let redirect = "http://localhost:9999/auth/callback"
         let r = try CurlTransport().send(HTTPRequest(method: "GET", url: c.authorizeURL(redirectURI: redirect, pkce: pkce),
                                                       bypassProxy: true))
-        let loc = try #require(r.header("location"))
+        let locHeader = r.header("location") // HTTPResponse is noncopyable: #require takes the value
+        let loc = try #require(locHeader)
         let q = try #require(FormEncoding.decode(String(loc.split(separator: "?")[1])))
         let code = try #require(q.first { $0.0 == "code" }?.1)
         #expect {

@@ -12,15 +12,15 @@ private let storedDoc = TokenDocument(accessToken: "tok.en.value", refreshToken:
     // MARK: server URL input
 
     @Test func readsTrimmedServerURL() throws {
-        #expect(try DockerCredentialProtocol.parseServerURL(bytes("https://chatgpt.com\n")) == "https://chatgpt.com")
-        #expect(try DockerCredentialProtocol.parseServerURL(bytes(" \t chatgpt.com \r\n")) == "chatgpt.com")
-        #expect(try DockerCredentialProtocol.parseServerURL(bytes("https://api.openai.com/v1")) == "https://api.openai.com/v1")
+        #expect(try DockerCredentialProtocol.parseServerURL(SecretBytes(copying: bytes("https://chatgpt.com\n"))) == "https://chatgpt.com")
+        #expect(try DockerCredentialProtocol.parseServerURL(SecretBytes(copying: bytes(" \t chatgpt.com \r\n"))) == "chatgpt.com")
+        #expect(try DockerCredentialProtocol.parseServerURL(SecretBytes(copying: bytes("https://api.openai.com/v1"))) == "https://api.openai.com/v1")
     }
 
     @Test func rejectsEmptyServerURL() {
         for input in ["", "\n", "  \r\n\t"] {
             #expect(throws: CredentialError.badInput("no credentials server URL")) {
-                try DockerCredentialProtocol.parseServerURL(bytes(input))
+                try DockerCredentialProtocol.parseServerURL(SecretBytes(copying: bytes(input)))
             }
         }
     }
@@ -28,18 +28,18 @@ private let storedDoc = TokenDocument(accessToken: "tok.en.value", refreshToken:
     @Test func rejectsOversizedServerURL() {
         let big = bytes("https://chatgpt.com/" + String(repeating: "a", count: 70_000))
         #expect(throws: CredentialError.badInput("docker credential input is larger than 65536 bytes")) {
-            try DockerCredentialProtocol.parseServerURL(big)
+            try DockerCredentialProtocol.parseServerURL(SecretBytes(copying: big))
         }
     }
 
     @Test func rejectsControlBytesAndInvalidUTF8() {
         for input in ["https://chatgpt.com\nhttps://evil.com", "chatgpt.com\u{0}", "https://chatgpt.com\r/x", "chatgpt.com\u{1B}]52;"] {
             #expect(throws: CredentialError.badInput("the server URL contains a control character")) {
-                try DockerCredentialProtocol.parseServerURL(bytes(input))
+                try DockerCredentialProtocol.parseServerURL(SecretBytes(copying: bytes(input)))
             }
         }
         #expect(throws: CredentialError.badInput("the server URL is not valid UTF-8")) {
-            try DockerCredentialProtocol.parseServerURL(bytes("https://chatgpt.com/") + [0xFF, 0xFE])
+            try DockerCredentialProtocol.parseServerURL(SecretBytes(copying: bytes("https://chatgpt.com/") + [0xFF, 0xFE]))
         }
     }
 
@@ -115,9 +115,9 @@ private let storedDoc = TokenDocument(accessToken: "tok.en.value", refreshToken:
     // MARK: store input
 
     @Test func parsesStoreRequest() throws {
-        let r = try DockerStoreRequest.parse(bytes(#"{"ServerURL":"https://chatgpt.com","Username":"u","Secret":"s"}"#))
+        let r = try DockerStoreRequest.parse(SecretBytes(copying: bytes(#"{"ServerURL":"https://chatgpt.com","Username":"u","Secret":"s"}"#)))
         #expect(r == DockerStoreRequest(serverURL: "https://chatgpt.com", username: "u", secret: "s"))
-        let minimal = try DockerStoreRequest.parse(bytes(#" {"ServerURL":"x","Secret":null} "# + "\n"))
+        let minimal = try DockerStoreRequest.parse(SecretBytes(copying: bytes(#" {"ServerURL":"x","Secret":null} "# + "\n")))
         #expect(minimal == DockerStoreRequest(serverURL: "x", username: "", secret: ""))
     }
 
@@ -133,11 +133,11 @@ private let storedDoc = TokenDocument(accessToken: "tok.en.value", refreshToken:
             (#"{"ServerURL":"x","Username":true}"#, "docker store input: Username is not a string"),
         ]
         for (input, reason) in cases {
-            #expect(throws: CredentialError.badInput(reason)) { try DockerStoreRequest.parse(bytes(input)) }
+            #expect(throws: CredentialError.badInput(reason)) { try DockerStoreRequest.parse(SecretBytes(copying: bytes(input))) }
         }
         let big = bytes(#"{"ServerURL":"x","Secret":""# + String(repeating: "s", count: 70_000) + #""}"#)
         #expect(throws: CredentialError.badInput("docker credential input is larger than 65536 bytes")) {
-            try DockerStoreRequest.parse(big)
+            try DockerStoreRequest.parse(SecretBytes(copying: big))
         }
     }
 }

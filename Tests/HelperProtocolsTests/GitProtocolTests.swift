@@ -327,14 +327,6 @@ private func getOutput(_ input: String, document: TokenDocument = doc()) throws 
         #expect(!GitCredentialProtocol.shouldDropAccessToken(request: r, stored: empty))
     }
 
-    @Test func constantTimeEquals() {
-        #expect(GitCredentialProtocol.constantTimeEquals("abc", "abc"))
-        #expect(!GitCredentialProtocol.constantTimeEquals("abc", "abd"))
-        #expect(!GitCredentialProtocol.constantTimeEquals("abc", "ab"))
-        #expect(!GitCredentialProtocol.constantTimeEquals("", "a"))
-        #expect(GitCredentialProtocol.constantTimeEquals("", ""))
-    }
-
     // MARK: verbs
 
     @Test func verbs() {

@@ -3,27 +3,69 @@ import Testing
 @testable import CredentialCore
 @testable import Secrets
 
+/// What a scripted transport saw of one request. HTTPRequest is noncopyable (its body lives once,
+/// in SecretBytes); a test double needs values it can keep in arrays and compare, so it records
+/// this copy, body included. Only tests copy a body.
+struct RecordedRequest {
+    var method: String
+    var url: String
+    var headers: [HTTPHeader]
+    var body: [UInt8]
+    var connectTimeout: Double
+    var totalTimeout: Double
+    var maxResponseBytes: Int
+    var bypassProxy: Bool
+
+    init(_ r: borrowing HTTPRequest) {
+        method = r.method
+        url = r.url
+        headers = r.headers
+        body = r.body.unsafeArray()
+        connectTimeout = r.connectTimeout
+        totalTimeout = r.totalTimeout
+        maxResponseBytes = r.maxResponseBytes
+        bypassProxy = r.bypassProxy
+    }
+
+    func header(_ name: String) -> String? {
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+}
+
+/// A scripted answer: copyable, so scripts are arrays; each use makes a fresh HTTPResponse.
+struct CannedResponse {
+    var status: Int
+    var headers: [String: String] = [:]
+    var body: [UInt8] = []
+    init(status: Int, headers: [String: String] = [:], text: String = "") {
+        self.status = status
+        self.headers = headers
+        body = Array(text.utf8)
+    }
+    func make() -> HTTPResponse { HTTPResponse(status: status, headers: headers, bytes: body) }
+}
+
 /// Answers requests from a script and records them. One outcome per request, in order; a request
 /// beyond the script is a test failure (answered with 599 so it shows up).
 final class ScriptedTransport: HTTPTransport {
     enum Outcome {
-        case respond(HTTPResponse)
+        case respond(CannedResponse)
         case fail(Error)
     }
 
     var script: [Outcome]
-    private(set) var requests: [HTTPRequest] = []
+    private(set) var requests: [RecordedRequest] = []
 
     init(_ script: [Outcome]) { self.script = script }
 
-    func send(_ request: HTTPRequest) throws -> HTTPResponse {
-        requests.append(request)
+    func send(_ request: borrowing HTTPRequest) throws -> HTTPResponse {
+        requests.append(RecordedRequest(request))
         guard !script.isEmpty else {
             Issue.record("unexpected request \(request.method) \(request.url)")
             return HTTPResponse(status: 599)
         }
         switch script.removeFirst() {
-        case .respond(let r): return r
+        case .respond(let r): return r.make()
         case .fail(let e): throw e
         }
     }
@@ -35,7 +77,7 @@ extension ScriptedTransport.Outcome {
     static func json(_ status: Int, _ text: String, headers: [String: String] = [:]) -> Self {
         var h = headers
         if h["content-type"] == nil { h["content-type"] = "application/json" }
-        return .respond(HTTPResponse(status: status, headers: h, text: text))
+        return .respond(CannedResponse(status: status, headers: h, text: text))
     }
 }
 
@@ -131,7 +173,7 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
         #expect(a.state.utf8.count == 43)    // 32 bytes
         #expect(a.verifier != b.verifier && a.state != b.state)
         #expect(a.challenge == PKCE.challenge(for: a.verifier))
-        #expect(Base64.decode(a.verifier, urlSafe: true)?.count == 64)
+        #expect(Base64.decode(a.verifier, alphabet: .urlSafe, padding: .none)?.count == 64)
     }
 
     @Test func authorizeURL() throws {
@@ -266,12 +308,12 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
     }
 
     @Test func htmlBodyIsAClearError() throws {
-        let (client, _) = try makeClient([.respond(HTTPResponse(status: 200, headers: ["Content-Type": "text/html"],
+        let (client, _) = try makeClient([.respond(CannedResponse(status: 200, headers: ["Content-Type": "text/html"],
                                                                 text: "<html><body>Just a moment</body></html>"))])
         guard case .unavailable(let reason, _) = client.refresh(refreshToken: "rt") else { Issue.record("accepted HTML"); return }
         #expect(reason.contains("HTML"))
         // HTML without a content type, too
-        let (c2, _) = try makeClient([.respond(HTTPResponse(status: 200, text: "  <!DOCTYPE html><html>"))])
+        let (c2, _) = try makeClient([.respond(CannedResponse(status: 200, text: "  <!DOCTYPE html><html>"))])
         guard case .unavailable(let r2, _) = c2.refresh(refreshToken: "rt") else { Issue.record("accepted HTML"); return }
         #expect(r2.contains("HTML"))
     }
@@ -322,7 +364,7 @@ final class SlowTransport: HTTPTransport {
     let time: FakeTime
     let cost: Double
     init(inner: ScriptedTransport, time: FakeTime, cost: Double) { self.inner = inner; self.time = time; self.cost = cost }
-    func send(_ request: HTTPRequest) throws -> HTTPResponse {
+    func send(_ request: borrowing HTTPRequest) throws -> HTTPResponse {
         time.now += cost
         return try inner.send(request)
     }
@@ -342,8 +384,8 @@ final class SlowTransport: HTTPTransport {
         var p = time.policy(maxAttempts: 10, totalBudget: 5, random: 0.999)
         p.baseDelay = 2
         var calls = 0
-        let r = try p.run { _ in calls += 1; return HTTPResponse(status: 503) }
-        #expect(r.status == 503)
+        let status = try p.run { _ in calls += 1; return HTTPResponse(status: 503) }.status
+        #expect(status == 503)
         #expect(time.sleeps.reduce(0, +) <= 5)
         #expect(calls < 10)
     }
@@ -351,8 +393,8 @@ final class SlowTransport: HTTPTransport {
     @Test func doesNotRetryClientErrors() throws {
         let time = FakeTime()
         var calls = 0
-        let r = try time.policy().run { _ in calls += 1; return HTTPResponse(status: 404) }
-        #expect(r.status == 404 && calls == 1 && time.sleeps.isEmpty)
+        let status = try time.policy().run { _ in calls += 1; return HTTPResponse(status: 404) }.status
+        #expect(status == 404 && calls == 1 && time.sleeps.isEmpty)
     }
 }
 

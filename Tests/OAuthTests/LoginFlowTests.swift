@@ -10,7 +10,7 @@ final class RecordingConsole: Console {
     init(tty: Bool = false) { self.tty = tty }
     func out(_ text: String) { Issue.record("login must not write to stdout: \(text)") }
     func err(_ line: String) { lines.append(line) }
-    func readInput(limit: Int) throws -> [UInt8] { [] }
+    func readInput(limit: Int) throws -> SecretBytes { SecretBytes() }
     func readSome(_ max: Int) throws -> [UInt8] { [] }
     var stdinIsTerminal: Bool { false }
     var stderrIsTerminal: Bool { tty }
@@ -66,7 +66,7 @@ final class RecordingConsole: Console {
         let console = RecordingConsole(tty: tty)
         let grant = try DeviceCodeFlow(client: c, console: console, interrupt: nil).run()
         #expect(grant.refreshToken == "rt_new")
-        let osc = "\u{1B}]52;c;" + Base64.encode(Array("ABCD-EFGH".utf8)) + "\u{07}"
+        let osc = "\u{1B}]52;c;" + Base64.encode(Array("ABCD-EFGH".utf8), alphabet: .standard, padded: true) + "\u{07}"
         #expect(console.text.contains(osc) == tty)
         if !tty { #expect(!console.text.contains("\u{1B}")) }
         #expect(console.lines.contains { $0.hasSuffix("http://127.0.0.1:9/codex/device") })

@@ -210,7 +210,7 @@ import Testing
     }
 
     @Test func unusableSuccessIsTemporary() throws {
-        let (c, _) = try client([.respond(HTTPResponse(status: 200, headers: ["content-type": "text/html"], text: "<html>Just a moment</html>"))])
+        let (c, _) = try client([.respond(CannedResponse(status: 200, headers: ["content-type": "text/html"], text: "<html>Just a moment</html>"))])
         #expect(throws: CredentialError.temporary("the ChatGPT backend answered with an HTML page instead of JSON (HTTP 200); a proxy or captive portal may be in the way")) { try fetch(c) }
         let (c2, _) = try client([.json(200, #"{"plan_type":"plus""#)])
         #expect(throws: CredentialError.temporary("the ChatGPT backend's usage answer is not a JSON object (HTTP 200)")) { try fetch(c2) }
@@ -220,7 +220,7 @@ import Testing
         let (c, t) = try client([.json(403, #"{"detail":"token \#(Self.token) is not allowed\u001b[2J here"}"#)])
         #expect(throws: CredentialError.failure("the ChatGPT backend refused the usage request (HTTP 403: token [redacted] is not allowed[2J here)")) { try fetch(c) }
         #expect(t.requests.count == 1)
-        let (c2, _) = try client([.respond(HTTPResponse(status: 403, headers: ["content-type": "text/html"], text: "<html>bot check</html>"))])
+        let (c2, _) = try client([.respond(CannedResponse(status: 403, headers: ["content-type": "text/html"], text: "<html>bot check</html>"))])
         #expect(throws: CredentialError.failure("the ChatGPT backend refused the usage request (HTTP 403, an HTML page; a proxy, captive portal or bot check may be in the way)")) { try fetch(c2) }
     }
 

@@ -86,11 +86,11 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
 
     @Test func hkdfRFC5869() {
         // RFC 5869 A.1 and A.3 (empty salt and info).
-        let ikm = [UInt8](repeating: 0x0b, count: 22)
-        #expect(HKDF.sha256(ikm: ikm, salt: Self.hex("000102030405060708090a0b0c"), info: Self.hex("f0f1f2f3f4f5f6f7f8f9"), length: 42)
-                == Self.hex("3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865"))
-        #expect(HKDF.sha256(ikm: ikm, salt: [], info: [], length: 42)
-                == Self.hex("8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8"))
+        let ikm = SecretBytes(copying: [UInt8](repeating: 0x0b, count: 22))
+        let a1 = HKDF.sha256(ikm: ikm, salt: Self.hex("000102030405060708090a0b0c"), info: Self.hex("f0f1f2f3f4f5f6f7f8f9"), length: 42).unsafeArray()
+        let a3 = HKDF.sha256(ikm: ikm, salt: [], info: [], length: 42).unsafeArray()
+        #expect(a1 == Self.hex("3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865"))
+        #expect(a3 == Self.hex("8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8"))
     }
 
     @Test func bech32() {
@@ -104,21 +104,25 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
         #expect(Bech32.decode(String(chars)) == nil)                 // checksum
         #expect(Bech32.decode("Age1" + s.dropFirst(4)) == nil)        // mixed case
         let id = X25519Identity.generate()
-        #expect(id.encoded.hasPrefix("AGE-SECRET-KEY-1"))
-        #expect(X25519Identity(parsing: id.encoded)?.recipient == id.recipient)
+        let text = id.encoded().unsafeString()
+        #expect(text.hasPrefix("AGE-SECRET-KEY-1"))
+        #expect(X25519Identity(parsing: text)?.recipient == id.recipient)
+        #expect(X25519Identity(parsing: text.lowercased())?.recipient == id.recipient)
         #expect(X25519Recipient(parsing: id.recipient.encoded) == id.recipient)
-        #expect(X25519Recipient(parsing: id.encoded) == nil)
+        #expect(X25519Recipient(parsing: text) == nil)
+        #expect(X25519Identity(parsing: id.recipient.encoded) == nil)
     }
 
     @Test func roundTripsAcrossChunkBoundaries() throws {
         let id = X25519Identity.generate()
         for size in [0, 1, 65535, 65536, 65537, 3 * 65536 + 5] {
             let pt = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-            let file = AgeFile.encrypt(pt, to: [id.recipient])
-            #expect(try AgeFile.decrypt(file, identities: [id]) == pt)
-            #expect(throws: AgeError.noMatch) { try AgeFile.decrypt(file, identities: [X25519Identity.generate()]) }
-            #expect(throws: AgeError.self) { try AgeFile.decrypt(Array(file.dropLast()), identities: [id]) }
-            #expect(throws: AgeError.self) { try AgeFile.decrypt(file + [0], identities: [id]) }
+            let file = AgeFile.encrypt(SecretBytes(copying: pt), to: [id.recipient])
+            let plain = try AgeFile.decrypt(file, identities: [id]).unsafeArray()
+            #expect(plain == pt)
+            #expect(throws: AgeError.noMatch) { _ = try AgeFile.decrypt(file, identities: [X25519Identity.generate()]) }
+            #expect(throws: AgeError.self) { _ = try AgeFile.decrypt(Array(file.dropLast()), identities: [id]) }
+            #expect(throws: AgeError.self) { _ = try AgeFile.decrypt(file + [0], identities: [id]) }
         }
     }
 
@@ -128,12 +132,12 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
         }
         #expect(try ScryptIdentity.parseWorkFactor("18", max: ageMaxScryptWorkFactor) == 18)
         // A header claiming logN 30 must fail fast, not run scrypt for minutes.
-        let stanza = AgeStanza(type: "scrypt", args: [Base64.encode([UInt8](repeating: 1, count: 16), padded: false), "30"],
+        let stanza = AgeStanza(type: "scrypt", args: [Base64.encode([UInt8](repeating: 1, count: 16), alphabet: .standard, padded: false), "30"],
                                body: [UInt8](repeating: 0, count: 32))
-        let file = AgeFile.header(stanzas: [stanza], fileKey: [UInt8](repeating: 2, count: 16)).encoded()
+        let file = AgeFile.header(stanzas: [stanza], fileKey: SecretBytes(copying: [UInt8](repeating: 2, count: 16))).encoded()
             + [UInt8](repeating: 0, count: 40)
         let start = Date()
-        #expect(throws: AgeError.self) { try AgeFile.decrypt(file, identities: [ScryptIdentity(passphrase: Array("x".utf8))]) }
+        #expect(throws: AgeError.self) { _ = try AgeFile.decrypt(file, identities: [ScryptIdentity(passphrase: SecretBytes(copying: "x".utf8))]) }
         #expect(Date().timeIntervalSince(start) < 1)
     }
 
@@ -267,7 +271,7 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
         // Another identity.
         #expect(FileManager.default.createFile(atPath: path, contents: Data(good))); chmod(path, 0o600)
         let other = X25519Identity.generate()
-        sb.write(sb.identity, "# public key: \(other.recipient.encoded)\n\(other.encoded)\n")
+        sb.write(sb.identity, "# public key: \(other.recipient.encoded)\n\(other.encoded().unsafeString())\n")
         expectStoreError(isWrongKey) { _ = try sb.store().read(.default) }
         #expect(sb.bytes(path) == good)
         // No identity at all.
@@ -301,15 +305,15 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
 
         // Interactive: a wrong answer is a wrong key; the right one reads and writes (still scrypt).
         let wrong = sb.store(interactive: true)
-        wrong.promptPassphrase = { _ in Array("nope".utf8) }
+        wrong.promptPassphrase = { _ in SecretBytes(copying: "nope".utf8) }
         expectStoreError(isWrongKey) { _ = try wrong.read(.default) }
         let wrongWriter = sb.store(interactive: true)
-        wrongWriter.promptPassphrase = { _ in Array("nope".utf8) }
+        wrongWriter.promptPassphrase = { _ in SecretBytes(copying: "nope".utf8) }
         expectStoreError(isWrongKey) { try wrongWriter.write(.default, secret: secretB) }
         #expect(sb.bytes(path) == before)
         let right = sb.store(interactive: true)
         var prompts = 0
-        right.promptPassphrase = { prompt in prompts += 1; #expect(prompt.contains(path)); return Array("correct horse".utf8) }
+        right.promptPassphrase = { prompt in prompts += 1; #expect(prompt.contains(path)); return SecretBytes(copying: "correct horse".utf8) }
         #expect(try right.read(.default) == secretA)
         try right.write(.default, secret: secretB)
         #expect(prompts == 1, "one prompt per process")
@@ -334,7 +338,7 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
         chmod(pf, 0o400)
         try sb.store(extra: withFile).write(.default, secret: secretA)
         let s = sb.store(interactive: true)
-        s.promptPassphrase = { _ in Array("pw".utf8) }
+        s.promptPassphrase = { _ in SecretBytes(copying: "pw".utf8) }
         #expect(try s.read(.default) == secretA, "CRLF and later lines are not part of the passphrase")
     }
 
@@ -377,14 +381,14 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
         let sb = StoreSandbox()
         mkdir(sb.root + "/d", 0o700)
         let p = sb.root + "/d/f"
-        #expect(try AtomicFile.createExclusive(p, with: Array("one".utf8)))
-        #expect(try AtomicFile.createExclusive(p, with: Array("two".utf8)) == false)
+        #expect(try Array("one".utf8).withUnsafeBytes { try AtomicFile.createExclusive(p, with: $0) })
+        #expect(try Array("two".utf8).withUnsafeBytes { try AtomicFile.createExclusive(p, with: $0) } == false)
         #expect(sb.bytes(p) == Array("one".utf8))
-        try AtomicFile.replace(p, with: Array("three".utf8))
+        try Array("three".utf8).withUnsafeBytes { try AtomicFile.replace(p, with: $0) }
         #expect(sb.bytes(p) == Array("three".utf8))
         #expect(sb.mode(p) == 0o600)
         // A failed replace (directory gone) leaves no temp file and throws a store error.
-        expectStoreError(isStoreFailure) { try AtomicFile.replace(sb.root + "/missing/f", with: [1]) }
+        expectStoreError(isStoreFailure) { try [UInt8(1)].withUnsafeBytes { try AtomicFile.replace(sb.root + "/missing/f", with: $0) } }
         #expect(try FileManager.default.contentsOfDirectory(atPath: sb.root + "/d") == ["f"])
         #expect(try AtomicFile.remove(p))
         #expect(try AtomicFile.remove(p) == false)

@@ -7,6 +7,8 @@
  * A tiny, non-variadic front to libcurl for Swift. libcurl is NOT linked: the first call
  * dlopen()s "libcurl.so.4", so a process that never makes a request never loads the network
  * stack. curl_easy_setopt is variadic, which is why the request is assembled here, in C.
+ * The implementation is typed by <curl/curl.h>; this header does not include it, so Swift sees
+ * only the few declarations below.
  */
 
 /* Why a request failed (ccurl_response.error_kind). */
@@ -36,7 +38,7 @@ typedef struct ccurl_request {
 
 typedef struct ccurl_response {
     long status;                       /* HTTP status of the final response */
-    unsigned char *body;               /* malloc'd; free with ccurl_response_free */
+    unsigned char *body;               /* malloc'd; ccurl_response_free zeroes and frees it */
     size_t body_length;
     char *retry_after;                 /* value of Retry-After, or NULL */
     char *content_type;                /* value of Content-Type, or NULL */

@@ -12,8 +12,25 @@ public enum AtomicFile {
 
     /// The contents of the regular file at `path`, or nil when there is none. Refuses a symlink
     /// (unless `followSymlinks`), anything but a regular file, a file group/others may access, and
-    /// a file longer than `maxBytes`.
+    /// a file longer than `maxBytes`. For contents that are not secret (age ciphertext).
     public static func read(_ path: String, maxBytes: Int, followSymlinks: Bool = false) throws -> [UInt8]? {
+        try read(path, maxBytes: maxBytes, followSymlinks: followSymlinks) { size in
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(size)
+            return bytes
+        }
+    }
+
+    /// `read` for a file that holds a secret (the age identity, a passphrase): the contents go
+    /// straight into `SecretBytes`, with no copy outside it.
+    public static func readSecret(_ path: String, maxBytes: Int, followSymlinks: Bool = false) throws -> SecretBytes? {
+        try read(path, maxBytes: maxBytes, followSymlinks: followSymlinks) { SecretBytes(capacity: $0) }
+    }
+
+    /// Opens and checks the file, then reads it into the buffer `make` returns for the size fstat
+    /// gave (plus one byte, so the end of file is seen without growing).
+    private static func read<B: ReadBuffer & ~Copyable>(_ path: String, maxBytes: Int, followSymlinks: Bool,
+                                                        buffer make: (Int) -> B) throws -> B? {
         var flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK
         if !followSymlinks { flags |= O_NOFOLLOW }
         let fd = open(path, flags)
@@ -31,25 +48,14 @@ public enum AtomicFile {
         // Another user's file is not ours to trust, whatever its mode (a symlink target of the
         // passphrase file is the caller's choice, so only files read without following are checked).
         if !followSymlinks { try checkOwner(st, path) }
-        var out: [UInt8] = []
-        var buf = [UInt8](repeating: 0, count: 16384)
-        while true {
-            let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
-                Memory.wipe(&out)
-                throw CredentialError.storeFailure("cannot read \(path): \(FileSystem.errorText())")
-            }
-            if n == 0 { break }
-            out += buf[0..<n]
-            if out.count > maxBytes {
-                Memory.wipe(&out)
-                Memory.wipe(&buf)
-                throw CredentialError.storeCorrupt("\(path) is larger than any credential file (over \(maxBytes) bytes); remove it and sign in again")
-            }
+        var out = make(min(max(Int(st.st_size), 0), maxBytes) + 1)
+        let complete = try FileSystem.readToEnd(fd, into: &out, limit: maxBytes) {
+            .storeFailure("cannot read \(path): \(FileSystem.errorText($0))")
         }
-        Memory.wipe(&buf)
-        return out
+        guard complete else {
+            throw CredentialError.storeCorrupt("\(path) is larger than any credential file (over \(maxBytes) bytes); remove it and sign in again")
+        }
+        return consume out
     }
 
     /// With `create`, makes `path` and any missing parents (new directories 0700). Then insists
@@ -126,10 +132,10 @@ public enum AtomicFile {
     }
 
     /// Writes all of `bytes` from offset 0, then fsyncs; 0 or the errno that stopped it.
-    private static func writeAndSync(_ fd: Int32, _ bytes: [UInt8]) -> Int32 {
+    private static func writeAndSync(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
         var written = 0
         while written < bytes.count {
-            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, bytes.count - written, off_t(written)) }
+            let n = pwrite(fd, bytes.baseAddress! + written, bytes.count - written, off_t(written))
             if n < 0 {
                 if errno == EINTR { continue }
                 return errno
@@ -140,7 +146,7 @@ public enum AtomicFile {
     }
 
     /// `writeAndSync`, with an error that names `path` and asks for space in its directory.
-    private static func writeAll(_ fd: Int32, _ bytes: [UInt8], for path: String) throws {
+    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, for path: String) throws {
         let e = writeAndSync(fd, bytes)
         guard e == 0 else {
             throw CredentialError.storeFailure("cannot write \(path): \(FileSystem.errorText(e)); check free space in \(split(path).dir)")
@@ -149,7 +155,7 @@ public enum AtomicFile {
 
     /// Writes `bytes` to a new 0600 temp file beside `path` and fsyncs it. Returns the temp path;
     /// the caller renames or links it and must unlink it on failure.
-    private static func writeTemp(_ bytes: [UInt8], beside path: String) throws -> String {
+    private static func writeTemp(_ bytes: UnsafeRawBufferPointer, beside path: String) throws -> String {
         let (fd, tmp) = try openTemp(beside: path)
         defer { close(fd) }
         do { try writeAll(fd, bytes, for: path) } catch { unlink(tmp); throw error }
@@ -172,7 +178,7 @@ public enum AtomicFile {
         }
 
         /// Replaces `path` with `bytes` through the reserved file (atomically, as `replace` does).
-        package func commit(_ bytes: [UInt8]) throws {
+        package func commit(_ bytes: UnsafeRawBufferPointer) throws {
             guard fd >= 0 else { throw CredentialError.storeFailure("the reservation for \(path) was already used") }
             defer { close(fd); fd = -1 }
             do {
@@ -199,7 +205,7 @@ public enum AtomicFile {
     /// `storeFailure` saying how much to free where when the directory cannot take it.
     package static func reserve(beside path: String, bytes: Int) throws -> Reservation {
         let (fd, tmp) = try openTemp(beside: path)
-        let e = writeAndSync(fd, [UInt8](repeating: 0, count: bytes))
+        let e = [UInt8](repeating: 0, count: bytes).withUnsafeBytes { writeAndSync(fd, $0) }
         guard e == 0 else {
             close(fd); unlink(tmp)
             throw CredentialError.storeFailure("\(split(path).dir) cannot take the refreshed credential (\((bytes + 1023) / 1024) KiB): \(FileSystem.errorText(e)); free some space there")
@@ -232,7 +238,7 @@ public enum AtomicFile {
     /// Atomically replaces `path` with `bytes` (mode 0600): readers see the old file or the new
     /// one, never a mix, and after a crash one of the two survives. On failure `path` is untouched
     /// and no temp file is left behind.
-    public static func replace(_ path: String, with bytes: [UInt8]) throws {
+    public static func replace(_ path: String, with bytes: UnsafeRawBufferPointer) throws {
         let tmp = try writeTemp(bytes, beside: path)
         guard rename(tmp, path) == 0 else {
             let e = errno
@@ -245,7 +251,7 @@ public enum AtomicFile {
     /// Creates `path` holding `bytes` (mode 0600) only if nothing exists there yet, atomically:
     /// the file appears complete or not at all (written to a temp file, then hard-linked, which
     /// fails with EEXIST like O_EXCL). Returns false when another file was already there.
-    public static func createExclusive(_ path: String, with bytes: [UInt8]) throws -> Bool {
+    public static func createExclusive(_ path: String, with bytes: UnsafeRawBufferPointer) throws -> Bool {
         let tmp = try writeTemp(bytes, beside: path)
         defer { unlink(tmp) }
         if link(tmp, path) != 0 {

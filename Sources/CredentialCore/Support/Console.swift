@@ -9,8 +9,9 @@ public protocol Console: AnyObject {
     func out(_ text: String) throws
     /// Writes one line (a newline is added) to stderr.
     func err(_ line: String)
-    /// Reads all of stdin, at most `limit` bytes; more than that throws `badInput`.
-    func readInput(limit: Int) throws -> [UInt8]
+    /// Reads all of stdin, at most `limit` bytes; more than that throws `badInput`. What comes in
+    /// may be a credential (`store`), so it is read straight into `SecretBytes`.
+    func readInput(limit: Int) throws -> SecretBytes
     /// Reads up to `max` bytes of stdin; an empty array at end of input.
     func readSome(_ max: Int) throws -> [UInt8]
     var stdinIsTerminal: Bool { get }

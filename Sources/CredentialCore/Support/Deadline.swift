@@ -4,18 +4,17 @@ import Glibc
 #endif
 
 /// Runs blocking work with a wall-clock deadline, without Foundation or Dispatch: the work runs
-/// on a detached pthread and the caller waits on a POSIX semaphore with a timeout. When the
-/// deadline passes the caller gets `nil` at once and `onTimeout` runs (e.g. to cancel a
-/// GCancellable so the worker unwinds); the worker's late result is discarded.
+/// on the calling thread while a watchdog thread waits on a POSIX semaphore with a timeout; when
+/// the deadline passes the watchdog runs `onTimeout` (e.g. to cancel a GCancellable so the work
+/// unwinds).
 public enum Deadline {
     /// The deadline for Secret Service calls, in seconds (SPEC "Stores"): 30 s when stdin or
     /// stderr is a terminal (a person may be answering an unlock prompt), 3 s otherwise (gh's
     /// value: scripts must not hang on a D-Bus activation that never completes).
-    /// `CHATGPT_CREDENTIAL_DBUS_TIMEOUT` (seconds, decimal, > 0) overrides both; tests use it.
-    public static func secretServiceSeconds() -> Double {
-        if let raw = getenv("CHATGPT_CREDENTIAL_DBUS_TIMEOUT"), let value = parseSeconds(String(cString: raw)) {
-            return value
-        }
+    /// `CHATGPT_CREDENTIAL_DBUS_TIMEOUT` in `environment` (seconds, decimal, > 0) overrides both;
+    /// tests use it.
+    public static func secretServiceSeconds(environment: [String: String]) -> Double {
+        if let raw = environment["CHATGPT_CREDENTIAL_DBUS_TIMEOUT"], let value = parseSeconds(raw) { return value }
         return (isatty(0) == 1 || isatty(2) == 1) ? 30 : 3
     }
 
@@ -52,37 +51,17 @@ public enum Deadline {
         }
         return text + " s"
     }
-
-    /// Runs `work` on a worker thread; returns its result, or nil when `seconds` pass first
-    /// (then `onTimeout` has run). Falls back to running inline if no thread can be created.
-    public static func run<T>(seconds: Double, onTimeout: () -> Void, _ work: @escaping () -> T) -> T? {
-        let job = Job<T>(work)
-        let retained = Unmanaged.passRetained(job).toOpaque()
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            let job = Unmanaged<JobBase>.fromOpaque(raw!).takeRetainedValue()
-            job.execute()
-            return nil
-        }, retained)
-        guard rc == 0 else {
-            Unmanaged<JobBase>.fromOpaque(retained).release()
-            return work()
-        }
-        pthread_detach(thread)
-        if job.wait(seconds: seconds) { return job.result }
-        onTimeout()
-        return nil
-    }
 }
 
 extension Deadline {
     /// Runs `work` on the calling thread while a watchdog thread waits out `seconds`; if `work`
     /// has not returned by then the watchdog calls `onTimeout` (from its own thread), which must
-    /// make `work` return promptly, e.g. by cancelling the GCancellable it waits on. Unlike
-    /// `run`, the result needs no hand-off from a worker thread: on the hot path the calling
-    /// thread is woken by the D-Bus thread directly, as in a C program. Falls back to `run`
-    /// when no watchdog thread can be created.
-    public static func watch<T>(seconds: Double, onTimeout: @escaping () -> Void, _ work: @escaping () -> T) -> T? {
+    /// make `work` return promptly, e.g. by cancelling the GCancellable it waits on (`work` then
+    /// reports the cancellation itself). The result needs no hand-off from a worker thread: on the
+    /// hot path the calling thread is woken by the D-Bus thread directly, as in a C program. When
+    /// no watchdog thread can be created, `work` runs without one: GDBus needs a thread of its own
+    /// too, so such a process fails to reach D-Bus at once rather than hanging.
+    public static func watch<T>(seconds: Double, onTimeout: @escaping () -> Void, _ work: () -> T) -> T {
         let watchdog = Watchdog(seconds: seconds, onTimeout: onTimeout)
         let retained = Unmanaged.passRetained(watchdog).toOpaque()
         var thread = pthread_t()
@@ -93,7 +72,7 @@ extension Deadline {
         }, retained)
         guard rc == 0 else {
             Unmanaged<Watchdog>.fromOpaque(retained).release()
-            return run(seconds: seconds, onTimeout: onTimeout, work)
+            return work()
         }
         pthread_detach(thread)
         let result = work()
@@ -103,34 +82,27 @@ extension Deadline {
 }
 
 /// The watchdog of `Deadline.watch`: calls `onTimeout` unless `finished()` comes first.
-final class Watchdog: JobBase {
+final class Watchdog {
     private let seconds: Double
     private let onTimeout: () -> Void
+    private let semaphore: UnsafeMutablePointer<sem_t>
+
     init(seconds: Double, onTimeout: @escaping () -> Void) {
         self.seconds = seconds
         self.onTimeout = onTimeout
-    }
-    func finished() { sem_post(semaphore) }
-    func wait() {
-        if !wait(seconds: seconds) { onTimeout() }
-    }
-}
-
-/// Non-generic base so the C thread entry point can recover the object.
-class JobBase {
-    let semaphore: UnsafeMutablePointer<sem_t>
-    init() {
         semaphore = .allocate(capacity: 1)
         sem_init(semaphore, 0, 0)
     }
+
     deinit {
         sem_destroy(semaphore)
         semaphore.deallocate()
     }
-    func execute() {}
 
-    /// True when the work finished within `seconds`.
-    func wait(seconds: Double) -> Bool {
+    func finished() { sem_post(semaphore) }
+
+    /// On the watchdog thread: waits for `finished()` until the deadline, else calls `onTimeout`.
+    func wait() {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let whole = seconds.rounded(.down)
@@ -139,20 +111,11 @@ class JobBase {
         if nanos >= 1_000_000_000 { secs += 1; nanos -= 1_000_000_000 }
         var until = timespec(tv_sec: secs, tv_nsec: nanos)
         while true {
-            if sem_timedwait(semaphore, &until) == 0 { return true }
+            if sem_timedwait(semaphore, &until) == 0 { return }
             if errno == EINTR { continue }
-            // A result that landed just as the clock ran out still counts.
-            return sem_trywait(semaphore) == 0
+            // A finish that landed just as the clock ran out still counts.
+            if sem_trywait(semaphore) != 0 { onTimeout() }
+            return
         }
-    }
-}
-
-final class Job<T>: JobBase {
-    private let work: () -> T
-    private(set) var result: T?
-    init(_ work: @escaping () -> T) { self.work = work }
-    override func execute() {
-        result = work()
-        sem_post(semaphore)
     }
 }

@@ -77,30 +77,3 @@ public final class FileLock {
 
     deinit { release() }
 }
-
-/// Small file-system helpers shared by the stores and the lock.
-public enum FileSystem {
-    /// strerror text for `code` (by default the current errno).
-    public static func errorText(_ code: Int32 = errno) -> String { String(cString: strerror(code)) }
-
-    /// Reads a small file (at most `limit` bytes; more is `badInput`), refusing symlinks-to-devices
-    /// and anything that is not a regular file.
-    public static func readSmallFile(_ path: String, limit: Int) throws -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0 else { throw CredentialError.badInput("cannot read \(path): \(errorText(errno))") }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { throw CredentialError.badInput("\(path) is not a regular file") }
-        guard Int(st.st_size) <= limit else { throw CredentialError.badInput("\(path) is larger than \(limit / 1024) KiB") }
-        var data = [UInt8](repeating: 0, count: limit + 1)
-        var total = 0
-        while total <= limit {
-            let n = data.withUnsafeMutableBytes { read(fd, $0.baseAddress! + total, limit + 1 - total) }
-            if n < 0 { if errno == EINTR { continue }; throw CredentialError.badInput("cannot read \(path): \(errorText(errno))") }
-            if n == 0 { break }
-            total += n
-        }
-        guard total <= limit else { throw CredentialError.badInput("\(path) is larger than \(limit / 1024) KiB") }
-        return Array(data[0..<total])
-    }
-}

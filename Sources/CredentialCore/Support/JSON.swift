@@ -67,8 +67,19 @@ public enum JSON {
     }
 
     public static func parse<C: Collection>(_ bytes: C, maxBytes: Int = 1 << 20) throws -> JSONValue where C.Element == UInt8 {
+        if let v = try bytes.withContiguousStorageIfAvailable({ try parse(UnsafeRawBufferPointer($0), maxBytes: maxBytes) }) { return v }
+        return try Array(bytes).withUnsafeBytes { try parse($0, maxBytes: maxBytes) }
+    }
+
+    /// Parses a body or document that may carry tokens: read in place, never copied (the Strings
+    /// of the result are ordinary values: the JSON codec is one of the named String edges).
+    public static func parse(_ secret: borrowing SecretBytes, maxBytes: Int = 1 << 20) throws -> JSONValue {
+        try secret.withUnsafeBytes { try parse($0, maxBytes: maxBytes) }
+    }
+
+    public static func parse(_ bytes: UnsafeRawBufferPointer, maxBytes: Int = 1 << 20) throws -> JSONValue {
         if bytes.count > maxBytes { throw JSONError(reason: "document larger than \(maxBytes) bytes", offset: 0) }
-        var p = Parser(bytes: Array(bytes))
+        var p = Parser(bytes: bytes)
         p.skipSpace()
         let v = try p.value(depth: 0)
         p.skipSpace()
@@ -77,7 +88,7 @@ public enum JSON {
     }
 
     private struct Parser {
-        let bytes: [UInt8]
+        let bytes: UnsafeRawBufferPointer
         var i = 0
 
         mutating func skipSpace() {
@@ -103,7 +114,7 @@ public enum JSON {
 
         mutating func literal(_ word: StaticString) throws {
             let w = word.withUTF8Buffer { Array($0) }
-            guard i + w.count <= bytes.count, Array(bytes[i..<i + w.count]) == w else { throw fail("bad literal") }
+            guard i + w.count <= bytes.count, bytes[i..<i + w.count].elementsEqual(w) else { throw fail("bad literal") }
             i += w.count
         }
 
@@ -246,48 +257,74 @@ public enum JSON {
         return out
     }
 
-    static func write(_ v: JSONValue, into out: inout String) {
+    /// The same text, written straight into `SecretBytes`: for bodies that carry tokens, so that
+    /// no String copy of the whole body is made (the token Strings in `v` are the edge).
+    public static func serializeSecret(_ v: JSONValue) -> SecretBytes {
+        var out = SecretBytes(capacity: 256)
+        write(v, into: &out)
+        return out
+    }
+
+    static func write<Output: JSONOutput & ~Copyable>(_ v: JSONValue, into out: inout Output) {
         switch v {
-        case .null: out += "null"
-        case .bool(let b): out += b ? "true" : "false"
+        case .null: out.write("null")
+        case .bool(let b): out.write(b ? "true" : "false")
         case .number(let d):
-            if d.rounded() == d && abs(d) < 1e15 { out += String(Int64(d)) } else { out += "\(d)" }
+            if d.rounded() == d && abs(d) < 1e15 { out.write(String(Int64(d))) } else { out.write("\(d)") }
         case .string(let s): quote(s, into: &out)
         case .array(let items):
-            out += "["
-            for (n, item) in items.enumerated() { if n > 0 { out += "," }; write(item, into: &out) }
-            out += "]"
+            out.write("[")
+            for (n, item) in items.enumerated() { if n > 0 { out.write(",") }; write(item, into: &out) }
+            out.write("]")
         case .object(let members):
-            out += "{"
+            out.write("{")
             for (n, (k, item)) in members.enumerated() {
-                if n > 0 { out += "," }
-                quote(k, into: &out); out += ":"; write(item, into: &out)
+                if n > 0 { out.write(",") }
+                quote(k, into: &out); out.write(":"); write(item, into: &out)
             }
-            out += "}"
+            out.write("}")
         }
     }
 
-    public static func quote(_ s: String, into out: inout String) {
-        out += "\""
+    static func quote<Output: JSONOutput & ~Copyable>(_ s: String, into out: inout Output) {
+        out.write("\"")
         for scalar in s.unicodeScalars {
             switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
+            case "\"": out.write("\\\"")
+            case "\\": out.write("\\\\")
+            case "\n": out.write("\\n")
+            case "\r": out.write("\\r")
+            case "\t": out.write("\\t")
             default:
                 // C0, DEL and C1 controls, and the bidi overrides/isolates, are written as \u
                 // escapes: JSON printed to a terminal can then neither drive it nor reorder it.
                 let v = scalar.value
                 if v < 0x20 || (0x7F...0x9F).contains(v) || (0x202A...0x202E).contains(v) || (0x2066...0x2069).contains(v) {
                     let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                    out.write("\\u" + String(repeating: "0", count: 4 - hex.count) + hex)
                 } else {
-                    out.unicodeScalars.append(scalar)
+                    out.write(scalar)
                 }
             }
         }
-        out += "\""
+        out.write("\"")
+    }
+}
+
+/// Where the JSON writer puts its text: a String (what is printed) or `SecretBytes` (bodies).
+protocol JSONOutput: ~Copyable {
+    mutating func write(_ text: String)
+    mutating func write(_ scalar: Unicode.Scalar)
+}
+
+extension String: JSONOutput {
+    mutating func write(_ text: String) { self += text }
+    mutating func write(_ scalar: Unicode.Scalar) { unicodeScalars.append(scalar) }
+}
+
+extension SecretBytes: JSONOutput {
+    mutating func write(_ text: String) { append(utf8: text) }
+    mutating func write(_ scalar: Unicode.Scalar) {
+        for b in UTF8.encode(scalar)! { append(b) }
     }
 }

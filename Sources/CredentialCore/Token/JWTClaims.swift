@@ -17,7 +17,7 @@ public struct JWTClaims: Equatable, Sendable {
     public static func decode(_ token: String) -> JWTClaims? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[1].utf8.count <= 64 * 1024,
-              let payload = Base64.decode(String(parts[1]), urlSafe: true),
+              let payload = Base64.decode(parts[1], alphabet: .urlSafe, padding: .optional),
               let json = try? JSON.parse(payload, maxBytes: 64 * 1024), json.isObject else { return nil }
         var c = JWTClaims()
         if let exp = json["exp"]?.doubleValue, exp.isFinite, exp > 0, exp < 1e12 { c.expiresAt = Int64(exp) }

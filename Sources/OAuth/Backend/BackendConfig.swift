@@ -22,7 +22,7 @@ public struct BackendConfig: Equatable, Sendable {
     }
 
     /// Reads `CHATGPT_CREDENTIAL_BACKEND` (unset or empty: the default backend).
-    public static func fromEnvironment(_ environment: [String: String]? = nil) throws -> BackendConfig {
+    public static func fromEnvironment(_ environment: [String: String]) throws -> BackendConfig {
         try ServiceURL.fromEnvironment(environmentVariable, environment).map(BackendConfig.init(service:)) ?? .default
     }
 

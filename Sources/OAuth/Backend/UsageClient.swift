@@ -42,10 +42,10 @@ public struct UsageClient {
         var headers = [HTTPHeader("Authorization", "Bearer " + accessToken), HTTPHeader("Accept", "application/json"),
                        HTTPHeader("User-Agent", Sanitize.line(userAgent, limit: 80))]
         if !accountId.isEmpty { headers.append(HTTPHeader("ChatGPT-Account-Id", accountId)) }
-        let request = HTTPRequest(method: "GET", url: config.url(Self.usagePath), headers: headers,
+        var request = HTTPRequest(method: "GET", url: config.url(Self.usagePath), headers: headers,
                                   connectTimeout: connectTimeout, totalTimeout: totalTimeout,
                                   maxResponseBytes: maxResponseBytes, bypassProxy: config.isLoopback)
-        let response = try transport.send(request, retrying: retry, failure: "the usage request to the ChatGPT backend failed")
+        let response = try transport.send(&request, retrying: retry, failure: "the usage request to the ChatGPT backend failed")
         switch response.status {
         case 200...299:
             guard let report = UsageReport.parse(response.body, now: now()) else {
@@ -66,7 +66,7 @@ public struct UsageClient {
     }
 
     /// Why a 2xx body cannot be read, for the one-line error.
-    static func unusable(_ response: HTTPResponse) -> String {
+    static func unusable(_ response: borrowing HTTPResponse) -> String {
         if response.looksLikeHTML {
             return "the ChatGPT backend answered with an HTML page instead of JSON (HTTP \(response.status)); a proxy or captive portal may be in the way"
         }
@@ -74,7 +74,7 @@ public struct UsageClient {
     }
 
     /// "HTTP 403: code: message", vendor text sanitised and the token cut out.
-    func describe(_ response: HTTPResponse, redacting token: String) -> String {
+    func describe(_ response: borrowing HTTPResponse, redacting token: String) -> String {
         var s = "HTTP \(response.status)"
         if response.looksLikeHTML {
             return s + ", an HTML page; a proxy, captive portal or bot check may be in the way"

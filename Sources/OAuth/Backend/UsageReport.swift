@@ -43,6 +43,12 @@ public struct UsageReport: Equatable, Sendable {
         return UsageReport(json: json, now: now)
     }
 
+    /// The same, for a response body held in guarded memory (it carries account details).
+    public static func parse(_ body: borrowing SecretBytes, now: Int64) -> UsageReport? {
+        guard body.count <= maxBytes, let json = try? JSON.parse(body, maxBytes: maxBytes), json.isObject else { return nil }
+        return UsageReport(json: json, now: now)
+    }
+
     public init(json: JSONValue, now: Int64) {
         plan = Self.text(json["plan_type"], limit: 40)
         rateLimit = json["rate_limit"].flatMap { UsageLimit(json: $0, now: now) }

@@ -12,7 +12,7 @@ public struct CurlTransport: HTTPTransport, Sendable {
     /// Whether libcurl has been loaded into this process (for diagnostics and tests).
     public static var isLoaded: Bool { ccurl_is_loaded() != 0 }
 
-    public func send(_ request: HTTPRequest) throws -> HTTPResponse {
+    public func send(_ request: borrowing HTTPRequest) throws -> HTTPResponse {
         let lines = request.headers.map { "\($0.name): \($0.value)" }
         if lines.contains(where: { $0.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D || $0 == 0 }) }) {
             throw TransportError(.unavailable, "refusing a request header containing a line break")
@@ -22,19 +22,20 @@ public struct CurlTransport: HTTPTransport, Sendable {
         }
         var response = ccurl_response()
         defer {
-            ccurl_response_free(&response) // zeroes the body (it carries tokens)
+            ccurl_response_free(&response) // zeroes the shim's copy of the body (it carries tokens)
         }
         let kind: Int32 = request.method.withCString { method in
             request.url.withCString { url in
                 withCStrings(lines) { headerPointers in
-                    request.body.withUnsafeBufferPointer { body in
+                    request.body.withUnsafeBytes { body in
                         headerPointers.withUnsafeBufferPointer { hp in
                             var req = ccurl_request()
                             req.method = method
                             req.url = url
                             req.headers = hp.baseAddress
                             req.header_count = hp.count
-                            req.body = body.baseAddress
+                            // libcurl reads the body from here (CURLOPT_POSTFIELDS, no copy of ours).
+                            req.body = body.baseAddress?.assumingMemoryBound(to: UInt8.self)
                             req.body_length = body.count
                             req.connect_timeout_ms = Int(max(1, request.connectTimeout * 1000))
                             req.total_timeout_ms = Int(max(1, request.totalTimeout * 1000))
@@ -58,8 +59,7 @@ public struct CurlTransport: HTTPTransport, Sendable {
             if let ra = response.retry_after { headers["retry-after"] = String(cString: ra) }
             if let ct = response.content_type { headers["content-type"] = String(cString: ct) }
             if let loc = response.location { headers["location"] = String(cString: loc) }
-            let body: [UInt8] = response.body_length > 0 && response.body != nil
-                ? Array(UnsafeBufferPointer(start: response.body, count: response.body_length)) : []
+            let body = SecretBytes(copying: UnsafeRawBufferPointer(start: response.body, count: response.body == nil ? 0 : response.body_length))
             return HTTPResponse(status: response.status, headers: headers, body: body)
         case Int(CCURL_ERR_TIMEOUT):
             throw TransportError(.timeout, "no answer from \(host) in time (\(detail))")

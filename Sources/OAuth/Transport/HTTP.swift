@@ -1,13 +1,18 @@
 import CredentialCore
 import Secrets
 
+// HTTPRequest and HTTPResponse are noncopyable: a body may carry a refresh token or fresh tokens,
+// so it lives once, in SecretBytes, and is wiped when the exchange is over. Test doubles that must
+// keep requests and answers in arrays (Tests/OAuthTests: ScriptedTransport) record copyable
+// snapshots of them instead; production code never copies a body.
+
 /// One HTTP exchange, as the issuer client needs it: no redirects, bounded everything.
-public struct HTTPRequest: Equatable, Sendable {
+public struct HTTPRequest: ~Copyable, Sendable {
     public var method: String
     public var url: String
     /// Header lines in order, e.g. ("Content-Type", "application/json").
     public var headers: [HTTPHeader]
-    public var body: [UInt8]
+    public var body: SecretBytes
     /// Seconds to establish the connection (TCP + TLS).
     public var connectTimeout: Double
     /// Seconds for the whole exchange, body included.
@@ -17,7 +22,7 @@ public struct HTTPRequest: Equatable, Sendable {
     /// Ignore `http_proxy`/`https_proxy`/`all_proxy` (set for loopback issuers).
     public var bypassProxy: Bool
 
-    public init(method: String, url: String, headers: [HTTPHeader] = [], body: [UInt8] = [],
+    public init(method: String, url: String, headers: [HTTPHeader] = [], body: consuming SecretBytes = SecretBytes(),
                 connectTimeout: Double = 10, totalTimeout: Double = 30, maxResponseBytes: Int = 256 * 1024,
                 bypassProxy: Bool = false) {
         self.method = method
@@ -42,13 +47,13 @@ public struct HTTPHeader: Equatable, Sendable {
     public init(_ name: String, _ value: String) { self.name = name; self.value = value }
 }
 
-public struct HTTPResponse: Equatable, Sendable {
+public struct HTTPResponse: ~Copyable, Sendable {
     public var status: Int
     /// The response headers the client uses (`retry-after`, `content-type`, `location`), names lower-cased.
     public var headers: [String: String]
-    public var body: [UInt8]
+    public var body: SecretBytes
 
-    public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
+    public init(status: Int, headers: [String: String] = [:], body: consuming SecretBytes) {
         self.status = status
         var h: [String: String] = [:]
         for (k, v) in headers { h[k.lowercased()] = v }
@@ -56,8 +61,14 @@ public struct HTTPResponse: Equatable, Sendable {
         self.body = body
     }
 
+    /// A canned answer (test doubles, fuzzing): `bytes` is copied and stays as it was.
+    public init(status: Int, headers: [String: String] = [:], bytes: [UInt8] = []) {
+        self.init(status: status, headers: headers, body: SecretBytes(copying: bytes))
+    }
+
+    /// A canned answer (test doubles, fuzzing).
     public init(status: Int, headers: [String: String] = [:], text: String) {
-        self.init(status: status, headers: headers, body: Array(text.utf8))
+        self.init(status: status, headers: headers, body: SecretBytes(copying: text.utf8))
     }
 
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
@@ -65,7 +76,7 @@ public struct HTTPResponse: Equatable, Sendable {
     /// An HTML page (by its content type or its first non-space byte) where JSON was expected:
     /// usually a proxy, a captive portal or a bot check.
     public var looksLikeHTML: Bool {
-        let firstByte = body.first { !($0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D) }
+        let firstByte = body.withUnsafeBytes { $0.first { !($0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D) } }
         return (header("content-type")?.lowercased() ?? "").contains("html") || firstByte == UInt8(ascii: "<")
     }
 }
@@ -111,21 +122,21 @@ public struct TransportError: Error, Equatable, Sendable {
 /// response at all) are thrown as `TransportError` — or, by simple test transports, as
 /// `CredentialError.temporary`; both mean exit 4 to the caller. Never follows redirects.
 public protocol HTTPTransport {
-    func send(_ request: HTTPRequest) throws -> HTTPResponse
+    func send(_ request: borrowing HTTPRequest) throws -> HTTPResponse
 }
 
 extension HTTPTransport {
     /// Sends `request` with `policy`'s retries; a retry's timeouts are cut to what is left of the
-    /// budget. Throws only `CredentialError`: no response at all is `.temporary` (exit 4), named
-    /// by the transport or else by `failure`.
-    public func send(_ request: HTTPRequest, retrying policy: RetryPolicy, isFinal: (HTTPResponse) -> Bool = { _ in false },
-                     failure: String) throws -> HTTPResponse {
+    /// budget (the one request is reused: its body is never copied). Throws only `CredentialError`:
+    /// no response at all is `.temporary` (exit 4), named by the transport or else by `failure`.
+    public func send(_ request: inout HTTPRequest, retrying policy: RetryPolicy,
+                     isFinal: (borrowing HTTPResponse) -> Bool = { _ in false }, failure: String) throws -> HTTPResponse {
+        let connect = request.connectTimeout, total = request.totalTimeout
         do {
             return try policy.run(isFinal: isFinal) { remaining in
-                var attempt = request
-                attempt.totalTimeout = remaining.map { min(request.totalTimeout, $0) } ?? request.totalTimeout
-                attempt.connectTimeout = min(request.connectTimeout, attempt.totalTimeout)
-                return try send(attempt)
+                request.totalTimeout = remaining.map { min(total, $0) } ?? total
+                request.connectTimeout = min(connect, request.totalTimeout)
+                return try send(request)
             }
         } catch let e as TransportError {
             throw e.credentialError

@@ -52,9 +52,10 @@ public struct RetryPolicy {
         while nanosleep(&ts, &left) == -1 && errno == EINTR { ts = left }
     }
 
-    /// Whether the outcome of an attempt is worth retrying.
-    public static func isRetryable(_ response: HTTPResponse) -> Bool {
-        response.status == 429 || (500...599).contains(response.status)
+    /// Whether an answer with this status is worth retrying (the issuer is overloaded or down):
+    /// 429 and 5xx. The one owner of that rule; `IssuerClient` words the same statuses as "try later".
+    public static func isRetryable(status: Int) -> Bool {
+        status == 429 || (500...599).contains(status)
     }
 
     public static func isRetryable(_ error: Error) -> Bool {
@@ -80,7 +81,7 @@ public struct RetryPolicy {
     /// receives the seconds left in the budget (nil on the first attempt) to cap its own timeout.
     /// `isFinal` marks responses that must not be retried whatever their status (e.g. a 5xx
     /// carrying `refresh_token_reused`).
-    public func run(isFinal: (HTTPResponse) -> Bool = { _ in false },
+    public func run(isFinal: (borrowing HTTPResponse) -> Bool = { _ in false },
                     _ attempt: (_ remaining: Double?) throws -> HTTPResponse) throws -> HTTPResponse {
         let start = now()
         var n = 1
@@ -89,7 +90,7 @@ public struct RetryPolicy {
             let pause: Double
             do {
                 let response = try attempt(remaining)
-                guard Self.isRetryable(response), n < maxAttempts, !isFinal(response) else { return response }
+                guard Self.isRetryable(status: response.status), n < maxAttempts, !isFinal(response) else { return response }
                 if let ra = Self.retryAfterSeconds(response.header("retry-after")),
                    response.status == 429 || response.status == 503 {
                     guard ra <= maxRetryAfter else { return response }

@@ -5,7 +5,7 @@
 import FuzzSupport
 
 private let x25519 = X25519Identity(parsing: "AGE-SECRET-KEY-1EGTZVFFV20835NWYV6270LXYVK2VKNX2MMDKWYKLMGR48UAWX40Q2P2LM0")!
-private let scrypt = ScryptIdentity(passphrase: Array("password".utf8), maxWorkFactor: 10)
+private let scrypt = ScryptIdentity(passphrase: SecretBytes(copying: "password".utf8), maxWorkFactor: 10)
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
@@ -32,13 +32,14 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
 
     do {
         var released: [UInt8] = []
-        let opened = try AgeFile.open(file, identities: [x25519, scrypt]) { released += $0 }
+        var sink = SecretBytes()
+        let opened = try AgeFile.open(file, identities: [x25519, scrypt], into: &sink) { released += $0 }
         guard let h = header else { fuzzFail("decrypted a file whose header does not parse") }
         require(opened.header == h, "open saw a different header")
         let plain = try AgeFile.decrypt(file, identities: [x25519, scrypt])
-        require(plain == released, "decrypt and open disagree")
+        require(plain.unsafeArray() == released, "decrypt and open disagree")
         // Re-encrypting with the recovered key and nonce reproduces the payload exactly.
-        let payload = AgeFile.encryptPayload(plain, fileKey: opened.fileKey, nonce: opened.nonce)
+        let payload = plain.withUnsafeBytes { AgeFile.encryptPayload($0, fileKey: opened.fileKey, nonce: opened.nonce) }
         require(payload == Array(file[h.length...]), "payload does not re-encrypt to the same bytes")
     } catch let e as AgeError {
         if header == nil { require({ if case .headerFailure = e { return true }; return false }(), "unparsable header gave \(e)") }

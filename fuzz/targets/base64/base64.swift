@@ -1,31 +1,34 @@
-// Base64.decode in every mode on any text; encode/decode round trips; strict = canonical.
+// Base64.decode in every variant on any text; encode/decode round trips; exact = canonical.
 import FuzzSupport
 @testable import Secrets
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let input = bytesOf(data, size)
-    for urlSafe in [false, true] {
+    for alphabet in [Base64.Alphabet.standard, .urlSafe] {
         for padded in [false, true] {
-            let e = Base64.encode(input, urlSafe: urlSafe, padded: padded)
-            require(Base64.decode(e, urlSafe: urlSafe) == input, "round trip failed (urlSafe \(urlSafe), padded \(padded))")
-            require(Base64.decode(e) == input, "round trip without an alphabet failed")
-            if !padded { require(Base64.decode(e, urlSafe: urlSafe, strict: true) == input, "strict refused canonical text") }
+            let e = Base64.encode(input, alphabet: alphabet, padded: padded)
+            require(Base64.decode(e, alphabet: alphabet, padding: padded ? .required : .none) == input,
+                    "round trip failed (\(alphabet), padded \(padded))")
+            require(Base64.decode(e, alphabet: alphabet, padding: .optional) == input,
+                    "round trip with optional padding failed (\(alphabet), padded \(padded))")
         }
     }
     let text = String(decoding: input, as: UTF8.self)
-    for urlSafe in [nil, false, true] as [Bool?] {
-        let loose = Base64.decode(text, urlSafe: urlSafe)
-        if let strict = Base64.decode(text, urlSafe: urlSafe, strict: true) {
-            require(loose == strict, "strict and loose decode differ")
-            // Strict accepts only the canonical unpadded encoding.
-            let isURL = text.utf8.contains(45) || text.utf8.contains(95)
-            let isStd = text.utf8.contains(43) || text.utf8.contains(47)
-            if urlSafe == nil && isURL && isStd { continue } // either alphabet, mixed: lenient by design
-            require(Base64.encode(strict, urlSafe: urlSafe ?? isURL, padded: false) == text,
-                    "strict accepted non-canonical text \(text.debugDescription)")
+    for alphabet in [Base64.Alphabet.standard, .urlSafe] {
+        let optional = Base64.decode(text, alphabet: alphabet, padding: .optional)
+        // Each exact variant accepts only its own canonical encoding, and optional padding agrees with it.
+        if let bare = Base64.decode(text, alphabet: alphabet, padding: .none) {
+            require(optional == bare, "optional padding and no padding decode differ")
+            require(Base64.encode(bare, alphabet: alphabet, padded: false) == text,
+                    "unpadded decoding accepted non-canonical text \(text.debugDescription)")
         }
-        if let loose { require(loose.count <= input.count * 3 / 4 + 1, "decoded more than the text holds") }
+        if let padded = Base64.decode(text, alphabet: alphabet, padding: .required) {
+            require(optional == padded, "optional padding and required padding decode differ")
+            require(Base64.encode(padded, alphabet: alphabet, padded: true) == text,
+                    "padded decoding accepted non-canonical text \(text.debugDescription)")
+        }
+        if let optional { require(optional.count <= input.count * 3 / 4 + 1, "decoded more than the text holds") }
     }
     return 0
 }

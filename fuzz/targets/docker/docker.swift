@@ -35,7 +35,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     }
 
     do {
-        let url = try DockerCredentialProtocol.parseServerURL(input)
+        let url = try DockerCredentialProtocol.parseServerURL(SecretBytes(copying: input))
         require(!url.isEmpty, "empty server URL")
         require(!hasControlOrDEL(url), "server URL with control bytes: \(url.debugDescription)")
         require(url.first != " " && url.last != " ", "server URL not trimmed")
@@ -51,7 +51,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     }
 
     do {
-        let r = try DockerStoreRequest.parse(input)
+        let r = try DockerStoreRequest.parse(SecretBytes(copying: input))
         require(!r.serverURL.isEmpty, "store request with empty ServerURL")
     } catch {
         requireCleanError(error)

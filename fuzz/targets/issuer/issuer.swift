@@ -6,8 +6,10 @@ import FuzzSupport
 @testable import OAuth
 
 private struct CannedTransport: HTTPTransport {
-    let response: HTTPResponse
-    func send(_ request: HTTPRequest) throws -> HTTPResponse { response }
+    let status: Int
+    let headers: [String: String]
+    let body: [UInt8]
+    func send(_ request: borrowing HTTPRequest) throws -> HTTPResponse { HTTPResponse(status: status, headers: headers, bytes: body) }
 }
 
 private let contentTypes = ["application/json", "", "text/html; charset=utf-8", "application/json; charset=utf-8", "text/plain"]
@@ -19,8 +21,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let status = 100 + (Int(input.byte()) << 8 | Int(input.byte())) % 500
     let ct = contentTypes[Int(input.byte()) % contentTypes.count]
     let body = input.rest()
-    let response = HTTPResponse(status: status, headers: ct.isEmpty ? [:] : ["Content-Type": ct], body: body)
-    var client = IssuerClient(config: .default, transport: CannedTransport(response: response), retry: .none)
+    let canned = CannedTransport(status: status, headers: ct.isEmpty ? [:] : ["Content-Type": ct], body: body)
+    var client = IssuerClient(config: .default, transport: canned, retry: .none)
     client.retry.sleep = { _ in fuzzFail("slept with retry .none") }
 
     do {
@@ -70,8 +72,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     policy.sleep = { s in require(s >= 0 && s.isFinite, "sleep(\(s))"); slept += s; clock += s }
     policy.now = { clock }
     policy.random = { 0.999 }
-    let retried = HTTPResponse(status: status, headers: ["Retry-After": retryAfter], body: [])
-    _ = try? policy.run { _ in attempts += 1; clock += 0.5; return retried }
+    _ = try? policy.run { _ in attempts += 1; clock += 0.5; return HTTPResponse(status: status, headers: ["Retry-After": retryAfter]) }
     require(attempts >= 1 && attempts <= policy.maxAttempts, "\(attempts) attempts")
     require(slept <= policy.totalBudget, "slept \(slept) s, budget \(policy.totalBudget) s")
 

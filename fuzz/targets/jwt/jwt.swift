@@ -17,7 +17,7 @@ private func check(_ c: JWTClaims?) {
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let input = bytesOf(data, size)
     check(JWTClaims.decode(String(decoding: input, as: UTF8.self)))
-    let token = "eyJhbGciOiJub25lIn0." + Base64.encode(input, urlSafe: true, padded: false) + ".c2ln"
+    let token = "eyJhbGciOiJub25lIn0." + Base64.encode(input, alphabet: .urlSafe, padded: false) + ".c2ln"
     let claims = JWTClaims.decode(token)
     check(claims)
     // A payload that is a JSON object always yields claims.

@@ -9,7 +9,7 @@ let now: Int64 = 1_800_000_000
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let input = bytesOf(data, size)
     let result: TokenImport.Result
-    do { result = try TokenImport.parse(input, now: now) } catch {
+    do { result = try TokenImport.parse(SecretBytes(copying: input), now: now) } catch {
         requireCleanError(error)
         require((error as? CredentialError)?.exitCode == 2, "store failure is not badInput: \(error)")
         return 0

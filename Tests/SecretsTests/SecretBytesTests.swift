@@ -1,0 +1,216 @@
+import Testing
+@testable import Secrets
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite struct SecretBytesTests {
+    func contents(_ s: borrowing SecretBytes) -> [UInt8] { s.withUnsafeBytes { Array($0) } }
+
+    @Test func holdsWhatItWasMadeFrom() {
+        var source: [UInt8] = [1, 2, 3, 250]
+        let raw = UnsafeMutableRawBufferPointer.allocate(byteCount: 4, alignment: 1)
+        defer { raw.deallocate() }
+        raw.copyBytes(from: source)
+        let s = SecretBytes(copying: UnsafeRawBufferPointer(raw))
+        raw[0] = 9 // a copy, not a view
+        source[0] = 9
+        let count = s.count, bytes = contents(s)
+        #expect(count == 4)
+        #expect(bytes == [1, 2, 3, 250])
+        let utf8 = contents(SecretBytes(copying: "héllo".utf8)), zeros = contents(SecretBytes(zeros: 5))
+        #expect(utf8 == Array("héllo".utf8))
+        #expect(zeros == [0, 0, 0, 0, 0])
+        let array = SecretBytes(copying: [7, 8]).unsafeArray(), text = SecretBytes(copying: "a=b".utf8).unsafeString()
+        #expect(array == [7, 8])
+        #expect(text == "a=b")
+    }
+
+    @Test func randomValuesHaveTheirLengthAndDiffer() {
+        let a = SecretBytes(randomCount: 32), b = SecretBytes(randomCount: 32)
+        let count = a.count, same = a.equals(b), bytes = contents(a)
+        #expect(count == 32)
+        #expect(!same)
+        #expect(bytes != [UInt8](repeating: 0, count: 32))
+    }
+
+    @Test func equalsComparesContentAndLength() {
+        let a = SecretBytes(copying: [1, 2, 3])
+        let results = [a.equals(SecretBytes(copying: [1, 2, 3])), a.equals(SecretBytes(copying: [1, 2, 4])),
+                       a.equals(SecretBytes(copying: [1, 2])), a.equals(SecretBytes()),
+                       SecretBytes().equals(SecretBytes(capacity: 10))]
+        #expect(results == [true, false, false, false, true])
+    }
+
+    @Test func zeroSizeValuesWork() {
+        let empty = SecretBytes()
+        let count = empty.count, isEmpty = empty.isEmpty, viewed = empty.withUnsafeBytes { $0.count }
+        let array = empty.unsafeArray(), text = empty.unsafeString()
+        #expect(count == 0 && isEmpty && viewed == 0)
+        #expect(array == [] && text == "")
+        let copied = SecretBytes(copying: [UInt8]()).isEmpty, random = SecretBytes(randomCount: 0).isEmpty
+        #expect(copied && random)
+        var grown = SecretBytes()
+        grown.append(42)
+        let bytes = contents(grown)
+        #expect(bytes == [42])
+    }
+
+    @Test func appendingGrowsAndKeepsEverything() {
+        var s = SecretBytes(capacity: 3)
+        var expected: [UInt8] = []
+        for i in 0..<1000 {
+            let b = UInt8(truncatingIfNeeded: i &* 7)
+            if i % 3 == 0 { s.append(b) } else { [b].withUnsafeBytes { s.append($0) } }
+            expected.append(b)
+        }
+        s.append(utf8: "xyz")
+        s.append(SecretBytes(copying: [1, 2]))
+        let bytes = contents(s)
+        #expect(bytes == expected + Array("xyz".utf8) + [1, 2])
+    }
+
+    @Test func appendUpToKeepsWhatWasWrittenAndNothingOnAThrow() throws {
+        var s = SecretBytes(copying: [1])
+        s.append(upTo: 100) { room in
+            room.storeBytes(of: 2, toByteOffset: 0, as: UInt8.self)
+            room.storeBytes(of: 3, toByteOffset: 1, as: UInt8.self)
+            return 2
+        }
+        let before = contents(s)
+        #expect(before == [1, 2, 3])
+        struct Boom: Error {}
+        var threw = false
+        do { try s.append(upTo: 10) { _ in throw Boom() } } catch is Boom { threw = true }
+        let after = contents(s)
+        #expect(threw)
+        #expect(after == [1, 2, 3])
+    }
+
+    @Test func truncateWipesWhatItCuts() {
+        var s = SecretBytes(copying: [9, 9, 9, 9])
+        // The region stays mapped (capacity is unchanged): look at the cut bytes through the old pointer.
+        let base = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+        s.truncate(to: 1)
+        let kept = contents(s)
+        #expect(kept == [9])
+        #expect((1..<4).map { base.load(fromByteOffset: $0, as: UInt8.self) } == [0, 0, 0])
+    }
+
+    @Test func mutableAccessWritesInPlace() {
+        var s = SecretBytes(zeros: 3)
+        s.withUnsafeMutableBytes { $0[1] = 5 }
+        let bytes = contents(s)
+        #expect(bytes == [0, 5, 0])
+    }
+
+    // MARK: the guarded allocation itself
+
+    /// Runs `probe` in a forked child with the default SIGSEGV/SIGBUS action and no core file,
+    /// and returns the signal that ended it (0 when it exited normally). The child does nothing
+    /// but the probe (no allocation, no locks), which is what is safe after fork() in a threaded
+    /// process.
+    func signalEndingChild(_ probe: () -> Void) -> Int32 {
+        let pid = fork()
+        if pid == 0 {
+            signal(SIGSEGV, SIG_DFL)
+            signal(SIGBUS, SIG_DFL)
+            var none = rlimit(rlim_cur: 0, rlim_max: 0)
+            setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
+            probe()
+            _exit(0)
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        return status & 0x7F
+    }
+
+    @Test func oneBytePastTheEndFaults() {
+        let s = SecretBytes(copying: [UInt8](repeating: 1, count: 100))
+        let base = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+        // Control: the last byte is readable in the child.
+        #expect(signalEndingChild { _ = base.load(fromByteOffset: 99, as: UInt8.self) } == 0)
+        #expect(signalEndingChild { _ = base.load(fromByteOffset: 100, as: UInt8.self) } == SIGSEGV)
+    }
+
+    @Test func anEmptyValueMapsNothingUntilItGrows() {
+        var s = SecretBytes()
+        let capacity = s.capacity, base = s.withUnsafeBytes { $0.baseAddress }
+        #expect(capacity == 0 && base == nil)
+        s.append(7)
+        let grown = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+        let bytes = contents(s)
+        #expect(bytes == [7])
+        // Once it holds a byte it is guarded like any other value.
+        #expect(signalEndingChild { _ = grown.load(fromByteOffset: 0, as: UInt8.self) } == 0)
+        let end = s.capacity
+        #expect(signalEndingChild { _ = grown.load(fromByteOffset: end, as: UInt8.self) } == SIGSEGV)
+    }
+
+    @Test func movingToALargerRegionReleasesTheOldOne() {
+        var s = SecretBytes(copying: [1, 2, 3])
+        let old = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+        s.reserveCapacity(5000)
+        let bytes = contents(s)
+        #expect(bytes == [1, 2, 3])
+        #expect(signalEndingChild { _ = old.load(as: UInt8.self) } == SIGSEGV)
+    }
+
+    @Test func releasedValuesAreUnmapped() {
+        var address: UnsafeRawPointer? = nil
+        do {
+            let s = SecretBytes(copying: [1, 2, 3])
+            address = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+            #expect(signalEndingChild { _ = address!.load(as: UInt8.self) } == 0)
+        }
+        // deinit ran sodium_free: the pages are gone, so no stale copy can be read back.
+        #expect(signalEndingChild { _ = address!.load(as: UInt8.self) } == SIGSEGV)
+    }
+
+    /// The mapping holding `address`, from /proc/self/smaps: its `Locked:` size in kB and its VmFlags.
+    func mapping(of address: UnsafeRawPointer) -> (lockedKB: Int, flags: [String])? {
+        let fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var text: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            text += chunk[0..<n]
+        }
+        let target = UInt(bitPattern: address)
+        var inside = false
+        var locked: Int?
+        for line in String(decoding: text, as: UTF8.self).split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            if let range = fields.first, range.contains("-"), !range.hasSuffix(":") {
+                let ends = range.split(separator: "-").compactMap { UInt($0, radix: 16) }
+                inside = ends.count == 2 && ends[0] <= target && target < ends[1]
+                continue
+            }
+            guard inside else { continue }
+            if fields.first == "Locked:", fields.count >= 2 { locked = Int(fields[1]) }
+            if fields.first == "VmFlags:" { return (locked ?? 0, fields.dropFirst().map(String.init)) }
+        }
+        return nil
+    }
+
+    @Test func theBytesAreLockedAndKeptOutOfCoreFiles() throws {
+        let s = SecretBytes(copying: [UInt8](repeating: 3, count: 64))
+        let base = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+        // smaps is generated piecemeal while other tests map and unmap: look again if a read missed it.
+        var found = mapping(of: base)
+        for _ in 0..<5 where found == nil { found = mapping(of: base) }
+        let m = try #require(found)
+        #expect(m.flags.contains("dd"), "MADV_DONTDUMP: \(m.flags)")
+        // mlock can fail under a small RLIMIT_MEMLOCK (libsodium then goes on unlocked); as root
+        // or with room under the limit it must have worked.
+        var limit = rlimit()
+        getrlimit(__rlimit_resource_t(__RLIMIT_MEMLOCK.rawValue), &limit)
+        if geteuid() == 0 || limit.rlim_cur == rlim_t.max {
+            #expect(m.flags.contains("lo"), "mlock: \(m.flags)")
+            #expect(m.lockedKB >= 4)
+        }
+    }
+}
