@@ -127,7 +127,7 @@ if Context.environment["CHATGPT_CREDENTIAL_FUZZ"] == "1" {
     let fuzz = [Target.target(name: "FuzzSupport", dependencies: ["CredentialCore"], path: "fuzz/Support")]
         + fuzzTargets.map { t in
             .executableTarget(
-                name: "fuzz-" + t.name, dependencies: ["FuzzSupport"] + t.fuzzes, path: "fuzz/targets/" + t.name,
+                name: "fuzz-" + t.name, dependencies: ["FuzzSupport", "Secrets"] + t.fuzzes, path: "fuzz/targets/" + t.name,
                 // gold prints ~150 "cannot export local symbol __asan_…" warnings per link; lld none.
                 linkerSettings: [.unsafeFlags(["-use-ld=lld"])])
         }

@@ -20,6 +20,19 @@ import Testing
         }
     }
 
+    /// Found by fuzz/base64 and fuzz/age: libsodium 1.0.18 alone decoded text with bytes above
+    /// 0x7F (the age header parser then accepted a stanza body that does not re-encode).
+    @Test func bytesAboveASCIIAreRefused() {
+        let crash = String(decoding: [UInt8](repeating: 0xA2, count: 24) + Array("---m".utf8), as: UTF8.self)
+        for alphabet in [Base64.Alphabet.standard, .urlSafe] {
+            for padding in [Base64.Padding.none, .required, .optional] {
+                #expect(Base64.decode(crash, alphabet: alphabet, padding: padding) == nil)
+                #expect(Base64.decode("Zm9v\u{B8}Zm9v", alphabet: alphabet, padding: padding) == nil)
+                #expect(Base64.decode("Zm9v Zm9v", alphabet: alphabet, padding: padding) == nil)
+            }
+        }
+    }
+
     @Test func alphabetsDifferOnlyInTwoCharacters() {
         let bytes: [UInt8] = [0xFB, 0xFF, 0xBF]
         #expect(Base64.encode(bytes, alphabet: .standard, padded: false) == "+/+/")

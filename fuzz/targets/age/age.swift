@@ -3,6 +3,7 @@
 // input costs at most ~1 MiB and a few ms of scrypt).
 @testable import Age
 import FuzzSupport
+import Secrets
 
 private let x25519 = X25519Identity(parsing: "AGE-SECRET-KEY-1EGTZVFFV20835NWYV6270LXYVK2VKNX2MMDKWYKLMGR48UAWX40Q2P2LM0")!
 private let scrypt = ScryptIdentity(passphrase: SecretBytes(copying: "password".utf8), maxWorkFactor: 10)

@@ -1,6 +1,7 @@
 // docker credential helper input: server URL (get/erase) and the store JSON.
 @testable import CredentialCore
 import FuzzSupport
+import Secrets
 @testable import HelperProtocols
 
 /// Independent restatement of the host extraction: optional https:// (any case), authority up to

@@ -59,7 +59,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         for x in [t.accessToken, t.refreshToken, t.idToken].compactMap({ $0 }) { require(Sanitize.isTokenSafe(x), "unsafe refreshed token") }
     case .rejected(let code):
         require(permanent.contains(code) || (code == "unauthorized" && status == 401), "rejected with \(code.debugDescription) at HTTP \(status)")
-    case .unavailable(let reason):
+    case .unavailable(let reason, _):
         require(isCleanLine(reason), "reason with control bytes: \(reason.debugDescription)")
     }
 

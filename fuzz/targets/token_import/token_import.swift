@@ -1,6 +1,7 @@
 // `store` input: TokenImport.parse; what it accepts must be storable and sendable.
 @testable import CredentialCore
 import FuzzSupport
+import Secrets
 @testable import HelperProtocols
 
 let now: Int64 = 1_800_000_000

@@ -7,8 +7,10 @@ import FuzzSupport
 @testable import CLI
 
 private struct CannedTransport: HTTPTransport {
-    let response: HTTPResponse
-    func send(_ request: HTTPRequest) throws -> HTTPResponse { response }
+    let status: Int
+    let headers: [String: String]
+    let body: [UInt8]
+    func send(_ request: borrowing HTTPRequest) throws -> HTTPResponse { HTTPResponse(status: status, headers: headers, bytes: body) }
 }
 
 private let contentTypes = ["application/json", "", "text/html; charset=utf-8", "application/json; charset=utf-8", "text/plain"]
@@ -55,8 +57,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     require((parsed != nil) == isObject, "parse returned \(parsed == nil ? "nil" : "a report") for a body that is\(isObject ? "" : " not") a JSON object")
 
     // Through the client: only typed, clean errors; a report only for 2xx, unauthorized only for 401.
-    let response = HTTPResponse(status: status, headers: ct.isEmpty ? [:] : ["Content-Type": ct], body: body)
-    var client = UsageClient(config: .default, transport: CannedTransport(response: response), retry: .none, userAgent: "chatgpt-credential/fuzz")
+    let transport = CannedTransport(status: status, headers: ct.isEmpty ? [:] : ["Content-Type": ct], body: body)
+    var client = UsageClient(config: .default, transport: transport, retry: .none, userAgent: "chatgpt-credential/fuzz")
     client.retry.sleep = { _ in fuzzFail("slept with retry .none") }
     do {
         switch try client.fetch(accessToken: token, accountId: "acct-123", now: { now }) {
