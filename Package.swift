@@ -66,7 +66,7 @@ let package = Package(
         .target(name: "OAuth", dependencies: ["CredentialCore", "Secrets", "CCurlShim"]),
         .target(name: "HelperProtocols", dependencies: ["CredentialCore", "Secrets"]),
         .target(name: "AccessCache", dependencies: ["CredentialCore", "Secrets", "CKeyring"]),
-        .target(name: "Credentials", dependencies: ["CredentialCore", "Stores", "OAuth"]),
+        .target(name: "Credentials", dependencies: ["CredentialCore", "Stores", "OAuth", "AccessCache"]),
         .target(
             name: "CLI",
             dependencies: ["CredentialCore", "Stores", "OAuth", "HelperProtocols", "Credentials", "AccessCache", "Secrets", "CSystemShims"]
@@ -86,7 +86,7 @@ let package = Package(
         .target(name: "CSeccompTestSupport", path: "Tests/CSeccompTestSupport"),
         .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "Secrets", "CSeccompTestSupport"]),
         .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets"]),
-        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
