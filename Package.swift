@@ -66,7 +66,7 @@ let package = Package(
         .target(name: "OAuth", dependencies: ["CredentialCore", "Secrets", "CCurlShim"]),
         .target(name: "HelperProtocols", dependencies: ["CredentialCore", "Secrets"]),
         .target(name: "AccessCache", dependencies: ["CredentialCore", "Secrets", "CKeyring"]),
-        .target(name: "Credentials", dependencies: ["CredentialCore", "Stores", "OAuth"]),
+        .target(name: "Credentials", dependencies: ["CredentialCore", "Stores", "OAuth", "AccessCache"]),
         .target(
             name: "CLI",
             dependencies: ["CredentialCore", "Stores", "OAuth", "HelperProtocols", "Credentials", "AccessCache", "Secrets", "CSystemShims"]
@@ -84,13 +84,15 @@ let package = Package(
         .testTarget(name: "OAuthTests", dependencies: ["OAuth", "CredentialCore", "Secrets", "TestSupport"]),
         // Installs a seccomp filter on the calling thread, for the tests of a refused keyring.
         .target(name: "CSeccompTestSupport", path: "Tests/CSeccompTestSupport"),
+        // Runs the built binary under that filter, for the end-to-end tests (never shipped).
+        .executableTarget(name: "seccomp-exec", dependencies: ["CSeccompTestSupport"], path: "Tests/SeccompExec"),
         .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "Secrets", "CSeccompTestSupport"]),
         .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets"]),
-        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["CLI", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Age", "Secrets", "chatgpt-credential"],
+            dependencies: ["CLI", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Age", "Secrets", "chatgpt-credential", "seccomp-exec"],
             exclude: ["Fixtures"] // Python servers the tests start by path (Harness.repoRoot + "/Tests/EndToEndTests/Fixtures/…")
         ),
     ],

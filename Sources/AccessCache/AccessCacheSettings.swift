@@ -7,7 +7,7 @@ public struct AccessCacheSettings: Sendable, Equatable {
     public static let ttlRange: ClosedRange<Int64> = 1...3600
     /// An entry disappears this long before its access token expires: the refresh margin of
     /// SPEC "Refresh", so a cached token is never one that `get` would refresh.
-    public static let expiryMargin: Int64 = 300
+    public static let expiryMargin: Int64 = TokenDocument.refreshMargin
 
     /// Off: this process neither reads nor writes entries (a change it makes still removes the
     /// profile's entry, so that other processes do not go on serving what it replaced).

@@ -158,7 +158,7 @@ public enum ArgumentParser {
                 guard let n = Int64(raw), n >= 0, n <= 366 * 86400 else {
                     throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --min-ttl: a number of seconds from 0 to 31622400")
                 }
-                o.minTTL = max(300, n)
+                o.minTTL = max(TokenDocument.refreshMargin, n)
                 o.requiredTTL = n
             }
             o.forceRefresh = has("--force-refresh")

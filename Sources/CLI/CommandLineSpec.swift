@@ -74,7 +74,7 @@ public enum CommandLineSpec {
                  summary: "print a fresh access token (refreshing first when needed)",
                  details: """
                  Prints the access token and a newline on stdout, and nothing else. Refreshes first
-                 when the token expires within max(300, --min-ttl) seconds. Never reads stdin.
+                 when the token expires within max(\(TokenDocument.refreshMargin), --min-ttl) seconds. Never reads stdin.
                  """,
                  options: [
                     OptionSpec("--account-id", "print the ChatGPT account id instead"),
@@ -82,7 +82,7 @@ public enum CommandLineSpec {
                     OptionSpec("--json", "print {access_token, account_id, expires_at, email, plan} as JSON"),
                     OptionSpec("--header", "print 'Authorization: Bearer TOKEN' and 'ChatGPT-Account-ID: ID'"),
                     OptionSpec("--env", "print CHATGPT_ACCESS_TOKEN=… and CHATGPT_ACCOUNT_ID=…, shell-quoted, for eval"),
-                    OptionSpec("--min-ttl", value: "SECONDS", "refresh unless the token is valid this long (default and minimum: 300)"),
+                    OptionSpec("--min-ttl", value: "SECONDS", "refresh unless the token is valid this long (default and minimum: \(TokenDocument.refreshMargin))"),
                     OptionSpec("--force-refresh", "refresh now, whatever the expiry"),
                  ]),
         VerbSpec(name: "store", synopsis: "store [--from-codex [PATH]]",

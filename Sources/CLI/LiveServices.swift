@@ -1,3 +1,4 @@
+import AccessCache
 import CredentialCore
 import Stores
 import OAuth
@@ -12,7 +13,7 @@ import Glibc
 extension Services {
     public static func live(environment env: [String: String], console: Console) -> Services {
         let paths = Paths(environment: env)
-        return Services(
+        var services = Services(
             environment: env,
             paths: paths,
             makeSelector: { g in
@@ -42,5 +43,19 @@ extension Services {
             // Tuning for tests and slow machines: how long a waiting `get` queues behind another
             // process's refresh before exit 4 (default 60 s).
             lockTimeout: env["CHATGPT_CREDENTIAL_LOCK_TIMEOUT"].flatMap { Double($0) }.flatMap { $0.isNaN ? nil : min(max($0, 0), 600) } ?? 60)
+        services.makeCache = { g in
+            let keyring = KeyringCache(settings: g.cache, diagnostic: { line in
+                if g.verbose { console.err("chatgpt-credential: debug: " + Sanitize.line(line)) }
+            })
+            // Entries are keyed by the store's identity: the encrypted file's path, or the bus on
+            // which libsecret would find the Secret Service (found without loading libsecret).
+            return CredentialCache(keyring: keyring, identity: { kind, profile in
+                switch kind {
+                case .file: return paths.encryptedFile(for: profile).map { StoreIdentity.file(path: $0) }
+                case .secretService: return StoreIdentity.secretService(environment: env)
+                }
+            })
+        }
+        return services
     }
 }

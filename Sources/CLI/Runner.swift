@@ -96,16 +96,14 @@ public final class Runner {
     func owner(_ g: GlobalOptions) -> CredentialOwner {
         CredentialOwner(profile: g.profile, selector: services.makeSelector(g),
                         lock: ProfileLock(profile: g.profile, path: services.paths.lockFile(for: g.profile), timeout: services.lockTimeout),
-                        now: services.now, refresher: { try self.services.makeRefresher(g) })
+                        now: services.now, cache: services.makeCache(g), refresher: { try self.services.makeRefresher(g) })
     }
 
     /// The profile's credential, fresh enough for `options` (refreshed through the owner when
     /// needed). Notices go to stderr; the caller prints the answer.
     func freshCredential(_ g: GlobalOptions, _ options: GetOptions) throws -> FreshCredential {
-        let owner = owner(g)
-        guard let located = try owner.locate() else { throw CredentialError.notSignedIn(profile: g.profile.name) }
-        verbose(g, "profile \(g.profile.name) found in \(located.store.location(for: g.profile)); expires \(Clock.rfc3339(located.document.expiresAt))")
-        let fresh = try owner.fresh(located, options.freshness)
+        let fresh = try owner(g).fresh(options.freshness)
+        verbose(g, "profile \(g.profile.name) \(fresh.fromCache ? "answered from the access cache" : "read from its store"); expires \(Clock.rfc3339(fresh.document.expiresAt))")
         if fresh.refreshed { verbose(g, "refreshed; new token expires \(Clock.rfc3339(fresh.document.expiresAt))") }
         for n in fresh.notices { console.err("chatgpt-credential: " + n) }
         return fresh
@@ -152,9 +150,16 @@ public final class Runner {
     func status(_ g: GlobalOptions, json: Bool, all: Bool) throws -> Outcome {
         let now = services.now()
         if all { return try statusOfAll(g, json: json, now: now) }
+        let owner = owner(g)
+        if let (kind, document) = owner.cached() {
+            var report = StatusReport(profile: g.profile.name, store: kind, document: document, now: now)
+            report.fromCache = true
+            try console.out(json ? JSON.serialize(report.json()) + "\n" : report.text())
+            return .exit(0)
+        }
         let located: LocatedCredential?
         do {
-            located = try owner(g).locate()
+            located = try owner.locate()
         } catch let e as CredentialError {
             if json { try console.out(JSON.serialize(StatusReport(profile: g.profile.name, store: nil, problem: e).json()) + "\n") }
             throw e

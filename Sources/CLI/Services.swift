@@ -17,12 +17,15 @@ public struct Services {
     /// Best-effort revocation (10 s); returns a notice on failure, nil on success.
     public var revoke: (GlobalOptions, String) -> String?
     public var lockTimeout: Double
+    /// The access cache for these options; nil: none (unit tests).
+    package var makeCache: (GlobalOptions) -> CredentialCache?
 
     public init(environment: [String: String], paths: Paths, now: @escaping () -> Int64 = Clock.now,
                 makeSelector: @escaping (GlobalOptions) -> StoreSelector,
                 makeRefresher: @escaping (GlobalOptions) throws -> TokenRefreshing,
                 revoke: @escaping (GlobalOptions, String) -> String?,
                 lockTimeout: Double = 60) {
+        self.makeCache = { _ in nil }
         self.environment = environment
         self.paths = paths
         self.now = now

@@ -10,6 +10,8 @@ struct StatusReport {
     var document: TokenDocument?
     var now: Int64 = 0
     var problem: CredentialError?
+    /// Answered from the access cache (which keeps no time of the last refresh).
+    var fromCache = false
 
     init(profile: String, store: StoreKind, document: TokenDocument, now: Int64) {
         self.profile = profile; self.store = store; self.document = document; self.now = now
@@ -44,6 +46,7 @@ struct StatusReport {
             if let r = d.refreshRejected { m.append(("refresh_rejected", .string(r))) }
         }
         if let problem { m.append(("error", .string(problem.message))) }
+        if fromCache { m.append(("cached", .bool(true))) }
         return .object(m)
     }
 
@@ -58,7 +61,7 @@ struct StatusReport {
         s += "  profile:  \(profile)\n"
         if let store { s += "  store:    \(store.rawValue)\n" }
         s += "  expires:  \(Clock.rfc3339(d.expiresAt)) (\(TimeSpan.expiry(d.expiresAt - now)))\n"
-        s += "  refreshed: \(d.lastRefresh > 0 ? Clock.rfc3339(d.lastRefresh) : "unknown")\n"
+        s += "  refreshed: \(d.lastRefresh > 0 ? Clock.rfc3339(d.lastRefresh) : fromCache ? "(answered from the access cache)" : "unknown")\n"
         if let r = d.refreshRejected {
             let when = unusable == nil ? "before this token expires" : "now"
             s += "  sign-in needed \(when): the issuer rejected the refresh token (\(Sanitize.line(r, limit: 60))); run: \(login)\n"

@@ -8,8 +8,8 @@ public struct FreshCredential {
     public var notices: [String]
     /// True when this process performed the refresh.
     public var refreshed: Bool
-    /// The store it was read from or written to.
-    public var store: CredentialStore
+    /// True when it came from the access cache, without touching the store.
+    public var fromCache = false
 }
 
 /// Refreshing (SPEC "Refresh"): decide without the lock; when a refresh is due, take the lock,
@@ -17,10 +17,46 @@ public struct FreshCredential {
 /// saved, refresh, persist, release, and only then hand out the new token. Refresh tokens are
 /// single-use: persisting before printing is what keeps a crash from logging the person out.
 extension CredentialOwner {
-    /// The profile's credential, fresh enough for `need`.
+    /// The profile's credential, fresh enough for `need`: from the access cache when it holds a
+    /// fresh entry (no store, no lock, no network), else from the store, refreshed when due.
     package func fresh(_ need: Freshness) throws -> FreshCredential {
+        if let cache, !need.forceRefresh {
+            let kind = selector.readKind(of: profile)
+            if let hit = cachedAnswer(cache, kind, need) { return hit }
+            if cache.canServe, let filled = try fillFromStore(cache, kind, need) { return filled }
+        }
         guard let located = try locate() else { throw CredentialError.notSignedIn(profile: profile.name) }
         return try fresh(located, need)
+    }
+
+    /// What `status` can report without reading the store: a fresh entry of the access cache and
+    /// the kind of store it stands for.
+    package func cached() -> (kind: StoreKind, document: TokenDocument)? {
+        guard let cache else { return nil }
+        let kind = selector.readKind(of: profile)
+        return cachedAnswer(cache, kind, Freshness()).map { (kind, $0.document) }
+    }
+
+    private func cachedAnswer(_ cache: CredentialCache, _ kind: StoreKind, _ need: Freshness) -> FreshCredential? {
+        guard let entry = cache.entry(kind, profile),
+              entry.isFresh(minTTL: max(RefreshPolicy.margin, need.minTTL), now: now()) else { return nil }
+        return FreshCredential(document: entry.document, notices: [], refreshed: false, fromCache: true)
+    }
+
+    /// A miss: read the store and fill the entry under the profile's lock, so that no change
+    /// (erase, store, refresh) can come between the read and the fill and leave a stale entry.
+    /// Shared, so cold readers do not queue behind each other — except where a read costs a
+    /// scrypt: then one process fills while the others wait and answer from its entry. nil when
+    /// a refresh is due (that path fills the entry itself, through `record`).
+    private func fillFromStore(_ cache: CredentialCache, _ kind: StoreKind, _ need: Freshness) throws -> FreshCredential? {
+        let costly = selector.store(of: kind).isExpensiveToRead(profile)
+        return try lock.holding(costly ? .exclusive : .shared) {
+            if let hit = cachedAnswer(cache, kind, need) { return hit } // filled while we waited
+            guard let located = try locate() else { throw CredentialError.notSignedIn(profile: profile.name) }
+            guard case .use(let notice) = RefreshPolicy.decide(located.document, need, now: now()) else { return nil }
+            cache.apply(.stored(located.document, in: located.store), profile) // a fill, not a change
+            return FreshCredential(document: located.document, notices: notice.map { [$0] } ?? [], refreshed: false)
+        }
     }
 
     /// `located`, refreshed first when `need` says so.
@@ -28,7 +64,7 @@ extension CredentialOwner {
         let initial = located.document
         switch RefreshPolicy.decide(initial, need, now: now()) {
         case .use(let notice):
-            return FreshCredential(document: initial, notices: notice.map { [$0] } ?? [], refreshed: false, store: located.store)
+            return FreshCredential(document: initial, notices: notice.map { [$0] } ?? [], refreshed: false)
         case .refresh:
             break
         }
@@ -59,7 +95,7 @@ extension CredentialOwner {
             need.forceRefresh = false
         }
         if case .use(let notice) = RefreshPolicy.decide(current.document, need, now: now()) {
-            return (current, FreshCredential(document: current.document, notices: notice.map { [$0] } ?? [], refreshed: false, store: current.store))
+            return (current, FreshCredential(document: current.document, notices: notice.map { [$0] } ?? [], refreshed: false))
         }
         return (current, nil)
     }
@@ -89,7 +125,7 @@ extension CredentialOwner {
             guard RefreshPolicy.stillUsable(current.document, need, now: now()) else { throw e }
             return FreshCredential(document: current.document, notices: [
                 "notice: not refreshing, the refreshed tokens could not be saved (\(e.message)); printing the stored token, which \(TimeSpan.expiry(current.document.expiresAt - now()))"
-            ], refreshed: false, store: store)
+            ], refreshed: false)
         }
 
         switch try refresher().refresh(refreshToken: current.document.refreshToken) {
@@ -100,7 +136,7 @@ extension CredentialOwner {
             backoff.clear()
             var notices = try persistRotated(next, in: store, prepared: prepared, ifStill: version)
             if let short = RefreshPolicy.afterRefresh(next, need, now: received) { notices.append(short) }
-            return FreshCredential(document: next, notices: notices, refreshed: true, store: store)
+            return FreshCredential(document: next, notices: notices, refreshed: true)
         case .rejected(let code):
             var marked = current.document
             marked.refreshRejected = code
@@ -132,9 +168,9 @@ extension CredentialOwner {
         if let other = selector.fallback(for: store) {
             do {
                 try other.save(next, for: profile)
-                observe(.stored(next, in: other))
+                record(.stored(next, in: other))
                 // The failed store still holds the spent token: remove it so auto never serves it.
-                if (try? store.delete(profile)) == true { observe(.removed(from: store)) }
+                if (try? store.delete(profile)) == true { record(.removed(from: store)) }
                 return ["notice: could not save the refreshed tokens to \(store.location(for: profile)) (\(failure.message)); saved them to \(other.location(for: profile)) instead"]
             } catch let e as CredentialError {
                 return ["notice: could not save the refreshed tokens to \(store.location(for: profile)) (\(failure.message)) nor to \(other.location(for: profile)) (\(e.message)): the new refresh token is lost; this access token \(left), then sign in again: \(profile.loginCommand)"]
@@ -152,7 +188,7 @@ extension CredentialOwner {
         }
         return FreshCredential(document: d, notices: [
             "warning: the issuer rejected the refresh token (\(Sanitize.line(code, limit: 60))); this token \(TimeSpan.expiry(d.expiresAt - now())); sign in again soon: \(profile.loginCommand)"
-        ], refreshed: false, store: located.store)
+        ], refreshed: false)
     }
 
     private func transientFallback(_ located: LocatedCredential, _ need: Freshness, reason: String) throws -> FreshCredential {
@@ -162,7 +198,7 @@ extension CredentialOwner {
         }
         return FreshCredential(document: d, notices: [
             "notice: could not refresh the token (\(Sanitize.line(reason, limit: 120))); printing the stored one, which \(TimeSpan.expiry(d.expiresAt - now()))"
-        ], refreshed: false, store: located.store)
+        ], refreshed: false)
     }
 
     /// Another process met a transient failure moments ago: its outcome, without asking again.

@@ -29,17 +29,26 @@ package final class CredentialOwner {
     let backoff: IssuerBackoff
     let now: () -> Int64
     let refresher: () throws -> TokenRefreshing
+    /// The access cache, mirrored under the lock after every change; nil: none.
+    let cache: CredentialCache?
     /// Told of every change, under the lock, before it is released.
     package var observe: (CredentialChange) -> Void = { _ in }
 
     package init(profile: Profile, selector: StoreSelector, lock: ProfileLock, now: @escaping () -> Int64 = Clock.now,
-                 refresher: @escaping () throws -> TokenRefreshing) {
+                 cache: CredentialCache? = nil, refresher: @escaping () throws -> TokenRefreshing) {
         self.profile = profile
         self.selector = selector
         self.lock = lock
         self.backoff = IssuerBackoff(lockPath: lock.path)
         self.now = now
+        self.cache = cache
         self.refresher = refresher
+    }
+
+    /// Every change goes through here, still under the lock: the access cache and `observe` see it.
+    func record(_ change: CredentialChange) {
+        cache?.apply(change, profile)
+        observe(change)
     }
 
     /// The stored credential, read without the lock.
@@ -56,11 +65,11 @@ package final class CredentialOwner {
         try lock.exclusive {
             let store = try selector.destination(for: profile, notice: notice)
             try store.save(document, for: profile)
-            observe(.stored(document, in: store))
+            record(.stored(document, in: store))
             backoff.clear()
             let other = selector.counterpart(of: store)
             do {
-                if try other.delete(profile) { observe(.removed(from: other)) }
+                if try other.delete(profile) { record(.removed(from: other)) }
             } catch CredentialError.storeUnavailable {
                 // not there at all, so it holds no copy
             } catch let e as CredentialError {
@@ -113,13 +122,15 @@ package final class CredentialOwner {
                 do {
                     if try store.delete(profile) {
                         erasure.removed.append(store)
-                        observe(.removed(from: store))
+                        record(.removed(from: store))
                     }
                 } catch let e as CredentialError {
                     blocked = blocked ?? (store, e)
                 }
             }
             backoff.clear()
+            // Whatever was found: an entry left for any store would serve the erased credential.
+            for kind in StoreKind.allCases { cache?.revoke(kind, profile) }
             if let blocked { throw Self.remains(blocked.error, in: blocked.store, profile: profile, after: erasure.removed) }
             return erasure
         }
@@ -156,6 +167,9 @@ package final class CredentialOwner {
     /// nothing); keeps the refresh token, so the next `get` refreshes. True when dropped.
     package func dropAccessToken(if matches: (TokenDocument) -> Bool) throws -> Bool {
         try lock.exclusive {
+            // A cached copy of the rejected token must not be served again, whatever the store holds now.
+            let kind = selector.readKind(of: profile)
+            if let entry = cache?.entry(kind, profile), matches(entry.document) { cache?.revoke(kind, profile) }
             guard var current = try selector.locate(profile), current.document.hasAccessToken, matches(current.document) else { return false }
             let version = try current.store.version(profile)
             current.document.accessToken = ""
@@ -172,7 +186,7 @@ package final class CredentialOwner {
                through prepared: PreparedWrite? = nil) throws -> Bool {
         guard try unchanged(store, since: version) else { return false }
         if let prepared { try store.save(document, through: prepared) } else { try store.save(document, for: profile) }
-        observe(.stored(document, in: store))
+        record(.stored(document, in: store))
         return true
     }
 

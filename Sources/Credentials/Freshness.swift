@@ -1,7 +1,7 @@
 import CredentialCore
 
 /// What a caller needs of the access token (SPEC "Refresh"): at least `minTTL` seconds left
-/// (never less than the 300 s margin), or a refresh now. `requiredTTL` is the --min-ttl the caller
+/// (never less than `TokenDocument.refreshMargin`), or a refresh now. `requiredTTL` is the --min-ttl the caller
 /// gave, if any: what a stored token must still satisfy to be printed when a refresh fails.
 /// Without it, "not yet expired" is enough.
 public struct Freshness: Sendable, Equatable {
@@ -9,7 +9,7 @@ public struct Freshness: Sendable, Equatable {
     public var forceRefresh: Bool
     public var requiredTTL: Int64?
 
-    public init(minTTL: Int64 = 300, forceRefresh: Bool = false, requiredTTL: Int64? = nil) {
+    public init(minTTL: Int64 = TokenDocument.refreshMargin, forceRefresh: Bool = false, requiredTTL: Int64? = nil) {
         self.minTTL = minTTL; self.forceRefresh = forceRefresh; self.requiredTTL = requiredTTL
     }
 }

@@ -23,9 +23,16 @@ package final class ProfileLock {
 
     /// Runs `body` holding the lock exclusively.
     package func exclusive<T>(_ body: () throws -> T) throws -> T {
+        try holding(.exclusive, body)
+    }
+
+    /// Runs `body` holding the lock in `mode` (shared: readers that must not overlap a change,
+    /// but may overlap each other).
+    package func holding<T>(_ mode: FileLock.Mode, _ body: () throws -> T) throws -> T {
         try ProfileMutex.shared.withLock(profile.name) {
-            let lock = try path.map { try FileLock.acquire(path: $0, profile: profile, timeout: timeout) }
+            let lock = try path.map { try FileLock.open(path: $0) }
             defer { lock?.release() }
+            try lock?.lock(mode, profile: profile, timeout: timeout)
             return try body()
         }
     }

@@ -5,7 +5,7 @@ import OAuth
 /// still be printed (SPEC "Refresh"). Pure: no I/O, no clock of its own.
 package enum RefreshPolicy {
     /// Refresh when the token expires within this many seconds (or `--min-ttl`, when longer).
-    package static let margin = OAuthConstants.refreshMargin
+    package static let margin = TokenDocument.refreshMargin
     /// No refresh loops: a token refreshed less than this long ago is not refreshed again
     /// (unless `--force-refresh`).
     package static let minimumInterval: Int64 = 60

@@ -31,7 +31,6 @@ public enum OAuthConstants {
     public static let defaultPollInterval = 5
 
     /// Refresh when the access token expires within this many seconds (or `--min-ttl`, if larger).
-    public static let refreshMargin: Int64 = 300
 
     /// Permanent refresh failures: the person must sign in again.
     public static let permanentRefreshErrors: Set<String> = [

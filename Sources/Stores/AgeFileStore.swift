@@ -112,6 +112,15 @@ public final class AgeFileStore: CredentialStore {
         return ReservedWrite(store: self, profile: profile, reservation: try AtomicFile.reserve(beside: path, bytes: room))
     }
 
+    /// A passphrase-protected file costs one scrypt (~0.7 s, 268 MB) to read: in passphrase mode
+    /// (the variable set) or when the file's header holds an scrypt stanza.
+    public func isExpensiveToRead(_ profile: Profile) -> Bool {
+        if passphraseFile != nil { return true }
+        guard let path = path(for: profile), let file = try? AtomicFile.read(path, maxBytes: AgeFileStore.maxFileBytes),
+              let header = try? AgeHeader.parse(file) else { return false }
+        return header.isPassphraseProtected
+    }
+
     /// dev, inode, size and modification time of the file: an atomic replace always changes the inode.
     public func version(_ profile: Profile) throws -> [UInt8]? {
         let dir = try requireDirectory()

@@ -28,6 +28,15 @@ public protocol CredentialStore: AnyObject {
     /// nothing is stored; cheap (no decryption), so a writer can tell that what it read under the
     /// lock is still what is there.
     func version(_ profile: Profile) throws -> [UInt8]?
+    /// True when reading the profile costs far more than a cache lookup (see the extension).
+    func isExpensiveToRead(_ profile: Profile) -> Bool
+}
+
+extension CredentialStore {
+    /// Default: false. True when reading the profile costs far more than a lookup (a passphrase: one scrypt,
+    /// ~0.7 s and 268 MB): then a crowd of cold `get`s waits for one process to fill the access
+    /// cache instead of each reading the store.
+    public func isExpensiveToRead(_ profile: Profile) -> Bool { false }
 }
 
 /// A write a store has made sure of (`CredentialStore.prepareWrite`). Dropped unused, it

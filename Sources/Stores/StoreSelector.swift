@@ -65,6 +65,21 @@ public final class StoreSelector {
         }
     }
 
+    /// The kind of store `locate` would read the profile from, decided without touching either
+    /// store (under `auto`: one lstat of the file), for the access cache's lookup.
+    public func readKind(of profile: Profile) -> StoreKind {
+        switch choice {
+        case .secretService: return .secretService
+        case .file: return .file
+        case .auto: return fileHolds(profile) ? .file : .secretService
+        }
+    }
+
+    /// The store of `kind`.
+    public func store(of kind: StoreKind) -> CredentialStore {
+        kind == .file ? file : secretService
+    }
+
     /// Where a new credential (login, store) goes. Under `auto`: the Secret Service when it is
     /// usable, else the encrypted file with a one-line notice.
     public func destination(for profile: Profile, notice: (String) -> Void) throws -> CredentialStore {

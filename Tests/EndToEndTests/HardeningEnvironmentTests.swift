@@ -112,7 +112,9 @@ import Glibc
         #expect(r.status == 5, "\(r.stderr)")
         #expect(Hostile.isOneLine(r.stderr))
         #expect(r.stderr.contains("symbolic link"))
-        let g = s.run(["get"])
+        // The store's own refusal: an access-cache entry from before the tampering would answer for
+        // up to its TTL (SPEC "Access cache"), so this get reads the store.
+        let g = s.run(["get"], env: ["CHATGPT_CREDENTIAL_CACHE": "off"])
         #expect(g.status == 5)
         #expect(g.stderr.contains("symbolic link"))
         let e = s.run(["erase", "--no-revoke"])
@@ -207,7 +209,7 @@ import Glibc
             #expect(chmod(s.dataDir, 0o755) == 0)
         }
         let expected = problem == "owner" ? "belongs to another user" : "chmod 700"
-        let g = s.run(["get"])
+        let g = s.run(["get"], env: ["CHATGPT_CREDENTIAL_CACHE": "off"]) // the store's refusal, not the access cache's earlier entry
         #expect(g.status == 5, "\(g.stderr)")
         #expect(g.stdout.isEmpty)
         #expect(Hostile.isOneLine(g.stderr) && g.stderr.contains(expected), "\(g.stderr)")
@@ -229,7 +231,7 @@ import Glibc
         try s.storeSeeded(issuer)
         let path = which == "credential" ? s.credentialPath() : s.identityFile
         #expect(chown(path, Hostile.nobody, Hostile.nobody) == 0)
-        let g = s.run(["get"])
+        let g = s.run(["get"], env: ["CHATGPT_CREDENTIAL_CACHE": "off"]) // the store's refusal, not the access cache's earlier entry
         #expect(g.status == 5, "\(g.stderr)")
         #expect(g.stdout.isEmpty)
         #expect(g.stderr.contains("belongs to another user"), "\(g.stderr)")

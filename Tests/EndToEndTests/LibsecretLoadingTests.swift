@@ -46,7 +46,8 @@ struct LibsecretLoadingTests {
         let cred = Self.credential()
         let stored = sb.run(["--profile", name, "store"], stdin: cred.json)
         try #require(stored.status == 0, "\(stored.stderr)")
-        let r = sb.run(["--profile", name, "get"], env: ["LD_DEBUG": "libs"])
+        // --no-cache: a warm access cache answers without the Secret Service (and without libsecret).
+        let r = sb.run(["--profile", name, "--no-cache", "get"], env: ["LD_DEBUG": "libs"])
         #expect(r.status == 0 && r.stdout == cred.access + "\n", "\(r.stderr)")
         #expect(r.stderr.contains("libsecret-1.so.0"), "libsecret was not loaded")
     }

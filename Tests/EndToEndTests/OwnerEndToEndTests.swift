@@ -176,7 +176,11 @@ import Glibc
         #expect(!FileManager.default.fileExists(atPath: w.sandbox.dataDir + "/\(w.profile).age"))
         #expect(w.run(["get"]).stdout == w.tokens.accessToken + "\n")
         kill(keyring.pid, SIGSTOP)
-        let env = ["CHATGPT_CREDENTIAL_DBUS_TIMEOUT": "1"]
+        // While its access-cache entry is valid, the token is served without asking the keyring
+        // (SPEC "Access cache"); the store itself is never read as "not signed in".
+        let cached = w.run(["get"], env: ["CHATGPT_CREDENTIAL_DBUS_TIMEOUT": "1"], timeout: 20)
+        #expect(cached.status == 0 && cached.stdout == w.tokens.accessToken + "\n", "\(cached.stderr)")
+        let env = ["CHATGPT_CREDENTIAL_DBUS_TIMEOUT": "1", "CHATGPT_CREDENTIAL_CACHE": "off"]
         for args in [["get"], ["status"], ["erase", "--no-revoke"]] {
             let started = Date()
             let r = w.run(args, env: env, timeout: 20)
@@ -185,6 +189,9 @@ import Glibc
             #expect(!r.stderr.contains("not signed in") && !r.stderr.contains("nothing to erase"), "\(args): \(r.stderr)")
             #expect(Date().timeIntervalSince(started) < 6, "\(args) took too long")
         }
+        // erase removed the cache entry although the keyring copy remains: now get asks the keyring.
+        let afterErase = w.run(["get"], env: ["CHATGPT_CREDENTIAL_DBUS_TIMEOUT": "1"], timeout: 20)
+        #expect(afterErase.status == 5 && afterErase.stderr.contains("did not answer"), "\(afterErase.stderr)")
         kill(keyring.pid, SIGCONT)
         // Nothing was deleted.
         let back = w.run(["get"])

@@ -3,6 +3,10 @@ import Secrets
 /// The stored credential: the same JSON document in every store (SPEC "Stores").
 public struct TokenDocument: Equatable, Sendable {
     public static let currentVersion = 1
+    /// An access token is refreshed when it expires within this many seconds, or `--min-ttl` when
+    /// longer (SPEC "Refresh"); a cached one disappears this long before it expires. The one owner
+    /// of the 300 s.
+    public static let refreshMargin: Int64 = 300
 
     public var accessToken: String
     public var refreshToken: String
