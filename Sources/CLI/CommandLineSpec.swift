@@ -75,6 +75,7 @@ public enum CommandLineSpec {
                  details: """
                  Prints the access token and a newline on stdout, and nothing else. Refreshes first
                  when the token expires within max(\(TokenDocument.refreshMargin), --min-ttl) seconds. Never reads stdin.
+                 An answer that cannot be written to stdout is exit 1.
                  """,
                  options: [
                     OptionSpec("--account-id", "print the ChatGPT account id instead"),
@@ -98,15 +99,19 @@ public enum CommandLineSpec {
         VerbSpec(name: "erase", synopsis: "erase [--no-revoke]",
                  summary: "revoke the refresh token and remove the stored credential",
                  details: """
-                 Revokes the refresh token at the issuer (best effort, 10 s), then removes the
-                 profile's credential from its store.
+                 Removes the profile's credential from every store that holds a copy, damaged
+                 copies included, revoking its refresh token at the issuer first (best effort,
+                 10 s; not for a credential imported from Codex). Exit 0 when no copy remains,
+                 5 naming a copy that could not be removed.
                  """,
                  options: [OptionSpec("--no-revoke", "do not contact the issuer; only remove the stored credential")]),
         VerbSpec(name: "status", synopsis: "status [--json] [--all]",
                  summary: "show who is signed in (no secrets)",
                  details: """
-                 Shows email, plan, account id, expiry and store of the profile. Exit 3 when the
-                 profile is not signed in.
+                 Shows email, plan, account id, expiry and store of the profile. Exit 0 when get
+                 would succeed without a new sign-in, 3 when it would not (not signed in, or the
+                 refresh token was rejected and the access token is no longer usable), 5 when a
+                 store could not be read.
                  """,
                  options: [
                     OptionSpec("--json", "machine-readable output"),
