@@ -56,7 +56,7 @@ public enum CredentialError: Error, Equatable, Sendable {
         case .backendRejected(let p):
             text = "the ChatGPT backend rejected the access token (HTTP 401), also right after a refresh; sign in again: \(Profile(unchecked: p).loginCommand)"
         case .temporary(let m): text = "\(m); try again later"
-        case .lockTimeout(let p): text = "timed out waiting for another chatgpt-credential process refreshing profile '\(p)'; try again"
+        case .lockTimeout(let p): text = "timed out waiting for another chatgpt-credential process changing profile '\(p)' (a refresh, sign-in or erase); try again"
         case .keyringLocked(let m): text = m
         case .storeUnavailable(let m): text = m
         case .storeNotAnswering(let m): text = m

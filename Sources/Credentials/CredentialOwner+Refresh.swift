@@ -169,9 +169,14 @@ extension CredentialOwner {
             do {
                 try other.save(next, for: profile)
                 record(.stored(next, in: other))
-                // The failed store still holds the spent token: remove it so auto never serves it.
-                if (try? store.delete(profile)) == true { record(.removed(from: store)) }
-                return ["notice: could not save the refreshed tokens to \(store.location(for: profile)) (\(failure.message)); saved them to \(other.location(for: profile)) instead"]
+                var notices = ["notice: could not save the refreshed tokens to \(store.location(for: profile)) (\(failure.message)); saved them to \(other.location(for: profile)) instead"]
+                // The failed store still holds the spent token: remove it so it is never served.
+                if (try? store.delete(profile)) == true {
+                    record(.removed(from: store))
+                } else {
+                    notices.append("notice: the copy in \(store.location(for: profile)) still holds the spent refresh token; once it answers again, remove it with: \(profile.command("--store \(store.kind.rawValue) erase --no-revoke"))")
+                }
+                return notices
             } catch let e as CredentialError {
                 return ["notice: could not save the refreshed tokens to \(store.location(for: profile)) (\(failure.message)) nor to \(other.location(for: profile)) (\(e.message)): the new refresh token is lost; this access token \(left), then sign in again: \(profile.loginCommand)"]
             }

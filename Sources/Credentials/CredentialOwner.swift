@@ -99,16 +99,28 @@ package final class CredentialOwner {
             var revoked: Set<String> = []
             var blocked: (store: CredentialStore, error: CredentialError)?
             for store in selector.allStores {
-                let document: TokenDocument?
+                // Is there a copy at all? Asked without decrypting (the file's lstat; the keyring's
+                // search), so a copy this process cannot read is still found and removed.
                 do {
-                    guard let found = try store.load(profile) else { continue }
-                    document = found
+                    guard try store.version(profile) != nil else { continue }
                 } catch CredentialError.storeUnavailable where store !== selector.chosen {
                     continue // this kind of store is not there at all: it holds nothing
-                } catch let e as CredentialError where Self.isDamage(e) {
-                    document = nil // there but damaged or undecryptable: removed all the same
                 } catch let e as CredentialError {
                     blocked = blocked ?? (store, e) // locked, not answering: it may hold a copy
+                    continue
+                }
+                let document: TokenDocument?
+                do {
+                    document = try store.load(profile)
+                } catch let e as CredentialError where Self.isDamage(e) || Self.isUnreadableHere(e) {
+                    // Ours, but damaged, undecryptable or (a passphrase file with no passphrase at
+                    // hand) unreadable now: removed all the same, its refresh token unrevoked.
+                    document = nil
+                    if revoke != nil {
+                        erasure.notices.append("notice: the copy in \(store.location(for: profile)) could not be read (\(e.message)), so its refresh token was not revoked; removing it anyway")
+                    }
+                } catch let e as CredentialError {
+                    blocked = blocked ?? (store, e) // a symlink, a directory, another user's file
                     continue
                 }
                 if let d = document, let revoke, d.refreshRejected == nil, !revoked.contains(d.refreshToken) {
@@ -134,6 +146,12 @@ package final class CredentialOwner {
             if let blocked { throw Self.remains(blocked.error, in: blocked.store, profile: profile, after: erasure.removed) }
             return erasure
         }
+    }
+
+    /// The file store without a passphrase to decrypt with (non-interactive, no passphrase file).
+    static func isUnreadableHere(_ e: CredentialError) -> Bool {
+        if case .storeUnavailable = e { return true }
+        return false
     }
 
     /// A read error that says our copy is there but unusable — damaged, undecryptable, too open

@@ -398,6 +398,38 @@ import Glibc
         #expect(s.run(["--profile", profile, "--store", store, "get"]).status == 3)
     }
 
+    /// A passphrase file this run cannot decrypt (no passphrase at hand) is still ours: erase
+    /// removes it (unrevoked, and says so) instead of reporting "nothing to erase".
+    @Test func eraseRemovesAPassphraseFileItCannotRead() throws {
+        let issuer = try TestIssuer()
+        let s = Sandbox(bus: .none)
+        s.env["CHATGPT_CREDENTIAL_ISSUER"] = issuer.url
+        let pass = s.root + "/pass"
+        #expect(FileManager.default.createFile(atPath: pass, contents: Data("hunter2\n".utf8), attributes: [.posixPermissions: 0o600]))
+        let t = try issuer.seed()
+        #expect(s.run(["store"], stdin: t.storeJSON, env: ["CHATGPT_CREDENTIAL_PASSPHRASE_FILE": pass]).status == 0)
+        #expect(FileManager.default.fileExists(atPath: s.credentialPath()))
+        let r = s.run(["--non-interactive", "erase"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("could not be read") && r.stderr.contains("was not revoked"), "\(r.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: s.credentialPath()))
+        #expect(try issuer.counter("revocations") == 0)
+    }
+
+    /// Another user's file at the store path is refused by erase, whatever its mode, and stays.
+    @Test(arguments: [0o600, 0o644])
+    func eraseRefusesAnotherUsersFile(mode: Int) throws {
+        let issuer = try TestIssuer()
+        let s = Sandbox(bus: .none, store: "file")
+        try s.storeSeeded(issuer)
+        #expect(chown(s.credentialPath(), Hostile.nobody, Hostile.nobody) == 0)
+        #expect(chmod(s.credentialPath(), mode_t(mode)) == 0)
+        let r = s.run(["erase", "--no-revoke"])
+        #expect(r.status == 5, "\(r.stderr)")
+        #expect(r.stderr.contains("belongs to another user"), "\(r.stderr)")
+        #expect(FileManager.default.fileExists(atPath: s.credentialPath()))
+    }
+
     @Test(.enabled(if: OwnerEndToEndTests.bus, "needs the keyring make test provides"))
     func concurrentErasesAllSucceed() throws {
         let w = try World(expiresIn: 3600, store: "secret-service")

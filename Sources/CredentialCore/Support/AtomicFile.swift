@@ -44,10 +44,12 @@ public enum AtomicFile {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw CredentialError.storeFailure("cannot stat \(path): \(FileSystem.errorText())") }
         guard st.st_mode & S_IFMT == S_IFREG else { throw CredentialError.storeFailure("\(path) is not a regular file; remove it") }
-        if isLoose(st.st_mode) { throw CredentialError.permissionsTooOpen(path: path) }
         // Another user's file is not ours to trust, whatever its mode (a symlink target of the
         // passphrase file is the caller's choice, so only files read without following are checked).
+        // Asked before the mode, so that a foreign file is always refused as foreign (erase removes
+        // our own too-open file, never another user's).
         if !followSymlinks { try checkOwner(st, path) }
+        if isLoose(st.st_mode) { throw CredentialError.permissionsTooOpen(path: path) }
         var out = make(min(max(Int(st.st_size), 0), maxBytes) + 1)
         let complete = try FileSystem.readToEnd(fd, into: &out, limit: maxBytes) {
             .storeFailure("cannot read \(path): \(FileSystem.errorText($0))")
