@@ -39,7 +39,7 @@ public struct VerbSpec: Sendable {
 
 public enum CommandLineSpec {
     public static let programName = "chatgpt-credential"
-    public static let version = "0.1.0"
+    public static let version = "0.2.0"
 
     public static let globalOptions: [OptionSpec] = [
         OptionSpec("--profile", value: "NAME", env: "CHATGPT_CREDENTIAL_PROFILE",
