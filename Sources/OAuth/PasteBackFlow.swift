@@ -57,7 +57,7 @@ public struct PasteBackFlow {
         console.err(p + "copy that whole address from the address bar and paste it here, then press Enter:")
 
         let line = try tty >= 0 ? readLine(fd: tty) : readLineFromStdin()
-        // The pasted address carries the authorization code: parsing it is a String edge.
+        // EDGE: the pasted address carries the authorization code; the callback parser reads text.
         let callback = try Self.parse(line.unsafeString())
         guard callback.state == pkce.state else {
             throw CredentialError.loginFailed("the pasted address belongs to a different sign-in (its state does not match); nothing was stored; run '\(profile.command("login --no-browser"))' again and paste the address from that sign-in")
