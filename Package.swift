@@ -75,7 +75,7 @@ let package = Package(
         .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "Secrets", "CSystemShims"]),
 
         // Test doubles shared by the unit tests (never shipped).
-        .target(name: "TestSupport", dependencies: ["CredentialCore", "Stores", "OAuth"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["CredentialCore", "Stores", "OAuth", "Secrets"], path: "Tests/TestSupport"),
         .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
         .testTarget(name: "AgeTests", dependencies: ["Age", "Secrets"],
                     exclude: ["age-cctv"]), // C2SP age vectors, read at run time via #filePath
@@ -92,7 +92,7 @@ let package = Package(
         .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["CLI", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Age", "Secrets", "chatgpt-credential", "seccomp-exec"],
+            dependencies: ["CLI", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Age", "Secrets", "TestSupport", "chatgpt-credential", "seccomp-exec"],
             exclude: ["Fixtures"] // Python servers the tests start by path (Harness.repoRoot + "/Tests/EndToEndTests/Fixtures/…")
         ),
     ],

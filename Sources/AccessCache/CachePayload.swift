@@ -3,15 +3,15 @@ import CredentialCore
 
 /// What an entry holds: the answer to every `get` format, and never the refresh token.
 public struct AccessCacheEntry: Sendable, Equatable {
-    public var accessToken: String
+    public var accessToken: SecretToken
     public var accountId: String
-    public var idToken: String
+    public var idToken: SecretToken
     /// Unix seconds, as in `TokenDocument.expiresAt`.
     public var expiresAt: Int64
     public var email: String
     public var plan: String
 
-    public init(accessToken: String, accountId: String, idToken: String, expiresAt: Int64, email: String, plan: String) {
+    public init(accessToken: SecretToken, accountId: String, idToken: SecretToken, expiresAt: Int64, email: String, plan: String) {
         self.accessToken = accessToken; self.accountId = accountId; self.idToken = idToken
         self.expiresAt = expiresAt; self.email = email; self.plan = plan
     }
@@ -34,7 +34,7 @@ public struct AccessCacheEntry: Sendable, Equatable {
 }
 
 /// The payload format of an entry, version 1 — the one place that turns an entry into bytes and
-/// back (so that it can move to `SecretBytes` in one step). Big-endian, no padding:
+/// back. Big-endian, no padding:
 ///
 ///     "CCA" 0x01        magic and version (4 bytes)
 ///     expires_at        Int64, Unix seconds (8 bytes)
@@ -47,43 +47,60 @@ enum CachePayload {
     /// The `user` key type's limit (security/keys/user_defined.c).
     static let maxBytes = 32767
 
-    /// The payload (in guarded memory, wiped when dropped), or nil when it would not fit in a key.
+    /// The payload (in guarded memory, wiped when dropped; the tokens appended from theirs), or
+    /// nil when it would not fit in a key.
     static func build(_ entry: AccessCacheEntry) -> SecretBytes? {
-        let fields = [entry.accessToken, entry.accountId, entry.idToken, entry.email, entry.plan]
-        let total = magic.count + 8 + fields.reduce(0) { $0 + 2 + $1.utf8.count }
+        let names = [entry.accountId, entry.email, entry.plan]
+        let total = magic.count + 8 + 2 + entry.accessToken.count + 2 + entry.idToken.count + names.reduce(0) { $0 + 2 + $1.utf8.count }
         guard total <= maxBytes else { return nil }
         var out = SecretBytes(capacity: total)
         for b in magic { out.append(b) }
         let e = UInt64(bitPattern: entry.expiresAt)
         for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: e >> UInt64(shift))) }
-        for field in fields {
-            let n = field.utf8.count
-            out.append(UInt8(n >> 8))
-            out.append(UInt8(n & 0xFF))
-            out.append(utf8: field)
-        }
+        entry.accessToken.withUnsafeBytes { appendField($0, to: &out) }
+        appendField(entry.accountId, to: &out)
+        entry.idToken.withUnsafeBytes { appendField($0, to: &out) }
+        appendField(entry.email, to: &out)
+        appendField(entry.plan, to: &out)
         return out
     }
 
-    /// The entry in `bytes`, or nil for anything that is not exactly a version-1 payload with an
-    /// access token.
-    static func parse(_ raw: UnsafeRawBufferPointer) -> AccessCacheEntry? {
-        let bytes = raw.bindMemory(to: UInt8.self)
-        guard bytes.count >= magic.count + 8, bytes.count <= maxBytes, Array(bytes[0..<magic.count]) == magic else { return nil }
-        var at = magic.count
-        var e: UInt64 = 0
-        for _ in 0..<8 { e = e << 8 | UInt64(bytes[at]); at += 1 }
-        var fields: [String] = []
-        for _ in 0..<5 {
-            guard at + 2 <= bytes.count else { return nil }
-            let n = Int(bytes[at]) << 8 | Int(bytes[at + 1])
-            at += 2
-            guard at + n <= bytes.count, let text = String(validating: bytes[at..<(at + n)], as: UTF8.self) else { return nil }
-            fields.append(text)
-            at += n
+    /// One field: its length (UInt16) and its bytes.
+    private static func appendField(_ bytes: UnsafeRawBufferPointer, to out: inout SecretBytes) {
+        out.append(UInt8(bytes.count >> 8))
+        out.append(UInt8(bytes.count & 0xFF))
+        out.append(bytes)
+    }
+
+    private static func appendField(_ text: String, to out: inout SecretBytes) {
+        var text = text
+        text.withUTF8 { appendField(UnsafeRawBufferPointer($0), to: &out) }
+    }
+
+    /// The entry in `payload`, or nil for anything that is not exactly a version-1 payload with
+    /// an access token. The payload becomes the tokens' buffer: they are ranges of it (no copy).
+    static func parse(_ payload: consuming SecretBytes) -> AccessCacheEntry? {
+        let buffer = SecretToken.Buffer(payload)
+        return buffer.bytes.withUnsafeBytes { raw -> AccessCacheEntry? in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            guard bytes.count >= magic.count + 8, bytes.count <= maxBytes, Array(bytes[0..<magic.count]) == magic else { return nil }
+            var at = magic.count
+            var e: UInt64 = 0
+            for _ in 0..<8 { e = e << 8 | UInt64(bytes[at]); at += 1 }
+            var fields: [Range<Int>] = []
+            for _ in 0..<5 {
+                guard at + 2 <= bytes.count else { return nil }
+                let n = Int(bytes[at]) << 8 | Int(bytes[at + 1])
+                at += 2
+                guard at + n <= bytes.count, UTF8Scalars.isValid(UnsafeRawBufferPointer(rebasing: raw[at..<(at + n)])) else { return nil }
+                fields.append(at..<(at + n))
+                at += n
+            }
+            guard at == bytes.count, !fields[0].isEmpty else { return nil }
+            func text(_ r: Range<Int>) -> String { String(decoding: bytes[r], as: UTF8.self) }
+            return AccessCacheEntry(accessToken: SecretToken(range: fields[0], of: buffer), accountId: text(fields[1]),
+                                    idToken: SecretToken(range: fields[2], of: buffer),
+                                    expiresAt: Int64(bitPattern: e), email: text(fields[3]), plan: text(fields[4]))
         }
-        guard at == bytes.count, !fields[0].isEmpty else { return nil }
-        return AccessCacheEntry(accessToken: fields[0], accountId: fields[1], idToken: fields[2],
-                                expiresAt: Int64(bitPattern: e), email: fields[3], plan: fields[4])
     }
 }

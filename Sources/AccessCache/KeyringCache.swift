@@ -161,7 +161,7 @@ public final class KeyringCache {
             return .absent
         }
         buffer.truncate(to: length) // the tail was never written
-        guard let entry = buffer.withUnsafeBytes({ CachePayload.parse($0) }) else {
+        guard let entry = CachePayload.parse(buffer) else {
             discard(key, "was damaged")
             return .absent
         }

@@ -5,40 +5,78 @@ import HelperProtocols
 import Credentials
 import Secrets
 
-/// The output formats of `get` (SPEC "Verbs"): stdout carries only the answer.
+/// The output formats of `get` (SPEC "Verbs"): stdout carries only the answer. The answer is
+/// built in guarded memory, the tokens copied into it from their own buffers, and written to
+/// stdout from there (`Console.out(_: SecretBytes)`): no format turns a token into a String.
 public enum GetFormatter {
-    public static func format(_ d: TokenDocument, _ format: OutputFormat, profile: Profile = .default) throws -> String {
-        func safe(_ value: String, _ what: String) throws -> String { try Self.safe(value, what, profile: profile) }
+    public static func format(_ d: TokenDocument, _ format: OutputFormat, profile: Profile = .default) throws -> SecretBytes {
         switch format {
         case .token:
-            return try safe(d.accessToken, "access token") + "\n"
+            return line([], try safe(d.accessToken, "access token", profile: profile), [])
         case .accountId:
-            return try safe(d.accountId, "account id") + "\n"
+            return SecretBytes(copying: (try safe(d.accountId, "account id", profile: profile) + "\n").utf8)
         case .idToken:
-            return try safe(d.idToken, "id token") + "\n"
+            return line([], try safe(d.idToken, "id token", profile: profile), [])
         case .json:
             let v: JSONValue = .object([
-                ("access_token", .string(try safe(d.accessToken, "access token"))),
+                ("access_token", .secret(try safe(d.accessToken, "access token", profile: profile))),
                 ("account_id", .string(d.accountId)),
                 ("expires_at", .string(Clock.rfc3339(d.expiresAt))),
                 ("email", .string(d.email)),
                 ("plan", .string(d.plan)),
             ])
-            return JSON.serialize(v) + "\n"
+            return JSON.serializeSecret(v, suffix: "\n")
         case .header:
-            return "Authorization: Bearer \(try safe(d.accessToken, "access token"))\nChatGPT-Account-ID: \(try safe(d.accountId, "account id"))\n"
+            let token = try safe(d.accessToken, "access token", profile: profile)
+            let account = try safe(d.accountId, "account id", profile: profile)
+            return line(["Authorization: Bearer "], token, ["\nChatGPT-Account-ID: ", account])
         case .env:
             // The account id may be unknown (empty) but never carries control bytes to a terminal.
-            let account = d.accountId.isEmpty ? "" : try safe(d.accountId, "account id")
-            return "CHATGPT_ACCESS_TOKEN=\(shellQuote(try safe(d.accessToken, "access token")))\nCHATGPT_ACCOUNT_ID=\(shellQuote(account))\n"
+            let account = d.accountId.isEmpty ? "" : try safe(d.accountId, "account id", profile: profile)
+            let token = try safe(d.accessToken, "access token", profile: profile)
+            return line(["CHATGPT_ACCESS_TOKEN="], token, ["\nCHATGPT_ACCOUNT_ID=", shellQuote(account)], shellQuoted: true)
         }
+    }
+
+    /// `before`, the token, `after` and a line feed, in one guarded buffer of exactly that size;
+    /// `shellQuoted`: the token single-quoted as `shellQuote` quotes a String.
+    static func line(_ before: [String], _ token: SecretToken, _ after: [String], shellQuoted: Bool = false) -> SecretBytes {
+        let quote = UInt8(ascii: "'"), escaped = "'\\''"
+        let quotes = shellQuoted ? token.withUnsafeBytes { $0.count(where: { $0 == quote }) } : 0
+        let texts = before + after + ["\n"]
+        var out = SecretBytes(capacity: texts.reduce(token.count) { $0 + $1.utf8.count } + (shellQuoted ? 2 + 3 * quotes : 0))
+        for t in before { out.append(utf8: t) }
+        if shellQuoted { out.append(quote) }
+        token.withUnsafeBytes {
+            for b in $0 {
+                if shellQuoted && b == quote { out.append(utf8: escaped) } else { out.append(b) }
+            }
+        }
+        if shellQuoted { out.append(quote) }
+        for t in after { out.append(utf8: t) }
+        out.append(utf8: "\n")
+        return out
     }
 
     /// Refuses to print a value that could break a header or a shell line.
     static func safe(_ value: String, _ what: String, profile: Profile) throws -> String {
-        guard !value.isEmpty else { throw CredentialError.failure("the stored credential has no \(what); sign in again: \(profile.loginCommand)") }
-        guard Sanitize.isTokenSafe(value) else { throw CredentialError.storeCorrupt("the stored \(what) contains characters a token cannot have; sign in again: \(profile.loginCommand)") }
+        guard !value.isEmpty else { throw missing(what, profile) }
+        guard Sanitize.isTokenSafe(value) else { throw unsafe(what, profile) }
         return value
+    }
+
+    static func safe(_ token: SecretToken, _ what: String, profile: Profile) throws -> SecretToken {
+        guard !token.isEmpty else { throw missing(what, profile) }
+        guard Sanitize.isTokenSafe(token) else { throw unsafe(what, profile) }
+        return token
+    }
+
+    private static func missing(_ what: String, _ profile: Profile) -> CredentialError {
+        .failure("the stored credential has no \(what); sign in again: \(profile.loginCommand)")
+    }
+
+    private static func unsafe(_ what: String, _ profile: Profile) -> CredentialError {
+        .storeCorrupt("the stored \(what) contains characters a token cannot have; sign in again: \(profile.loginCommand)")
     }
 
     /// POSIX single-quoting: safe for `eval`.

@@ -18,7 +18,9 @@ extension Runner {
             // Decide before touching any store: other hosts never cause a D-Bus call or a refresh.
             guard GitCredentialProtocol.shouldAnswer(request) else { return .exit(0) }
             let fresh = try freshCredential(g, GetOptions())
-            if let answer = try GitCredentialProtocol.answer(for: request, document: fresh.document) { try console.out(answer) }
+            if let answer = try GitCredentialProtocol.answer(for: request, document: fresh.document, profile: g.profile) {
+                try console.out(answer)
+            }
             return .exit(0)
         case .erase:
             guard GitCredentialProtocol.shouldAnswer(request) else { return .exit(0) }
@@ -46,7 +48,7 @@ extension Runner {
                 guard DockerCredentialProtocol.isChatGPTServer(url) else { return notFound() }
                 do {
                     let fresh = try freshCredential(g, GetOptions())
-                    try console.out(try DockerCredentialProtocol.getAnswer(serverURL: url, document: fresh.document))
+                    try console.out(try DockerCredentialProtocol.getAnswer(serverURL: url, document: fresh.document, profile: g.profile))
                 } catch CredentialError.notSignedIn {
                     return notFound()
                 }

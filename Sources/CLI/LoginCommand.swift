@@ -53,16 +53,17 @@ extension Runner {
         let env = services.environment
         switch chosen {
         case .device:
-            var flow = DeviceCodeFlow(client: client, console: console, interrupt: interrupt)
+            var flow = DeviceCodeFlow(client: client, console: console, interrupt: interrupt, profile: g.profile)
             flow.debug = { self.verbose(g, $0) }
             try keep(try flow.run())
         case .paste:
-            let flow = PasteBackFlow(client: client, console: console, interrupt: interrupt, nonInteractive: g.nonInteractive)
+            let flow = PasteBackFlow(client: client, console: console, interrupt: interrupt, nonInteractive: g.nonInteractive,
+                                     profile: g.profile)
             try flow.checkUsable()
             try keep(try flow.run())
         case .browser:
             var flow = BrowserFlow(client: client, console: console, interrupt: interrupt, environment: env,
-                                   openBrowser: !g.nonInteractive)
+                                   openBrowser: !g.nonInteractive, profile: g.profile)
             flow.debug = { self.verbose(g, $0) }
             try flow.run(complete: keep)
         }

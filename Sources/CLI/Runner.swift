@@ -74,7 +74,8 @@ public final class Runner {
         case .exec(let argv):
             let fresh = try freshCredential(g, GetOptions())
             var env = services.environment
-            env["CHATGPT_ACCESS_TOKEN"] = fresh.document.accessToken
+            // EDGE: exec's environment; setenv(3) and the child need the token as a C string.
+            env["CHATGPT_ACCESS_TOKEN"] = fresh.document.accessToken.unsafeString()
             env["CHATGPT_ACCOUNT_ID"] = fresh.document.accountId
             return .replaceProcess(argv: argv, environment: env)
         case .login(let mode):
@@ -131,7 +132,7 @@ public final class Runner {
             }
             input = try FileSystem.readSmallFile(path, limit: TokenImport.maxBytes)
         }
-        let imported = try TokenImport.parse(input, now: services.now())
+        let imported = try TokenImport.parse(input, profile: g.profile, now: services.now())
         var d = imported.document
         let fromCodexFile = imported.format == .codexAuthFile || fromCodex != nil
         // Codex may still hold the same session: erase must not revoke it.

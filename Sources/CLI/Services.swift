@@ -15,7 +15,7 @@ public struct Services {
     /// Built only when a refresh is actually needed, so the fresh-token path loads no network code.
     public var makeRefresher: (GlobalOptions) throws -> TokenRefreshing
     /// Best-effort revocation (10 s); returns a notice on failure, nil on success.
-    public var revoke: (GlobalOptions, String) -> String?
+    public var revoke: (GlobalOptions, SecretToken) -> String?
     public var lockTimeout: Double
     /// The access cache for these options; nil: none (unit tests).
     package var makeCache: (GlobalOptions) -> CredentialCache?
@@ -23,7 +23,7 @@ public struct Services {
     public init(environment: [String: String], paths: Paths, now: @escaping () -> Int64 = Clock.now,
                 makeSelector: @escaping (GlobalOptions) -> StoreSelector,
                 makeRefresher: @escaping (GlobalOptions) throws -> TokenRefreshing,
-                revoke: @escaping (GlobalOptions, String) -> String?,
+                revoke: @escaping (GlobalOptions, SecretToken) -> String?,
                 lockTimeout: Double = 60) {
         self.makeCache = { _ in nil }
         self.environment = environment

@@ -54,7 +54,7 @@ struct StatusReport {
         guard let d = document else { return "\(profile): \(problem?.message ?? "not signed in")\n" }
         let who = Sanitize.line(d.email.isEmpty ? "unknown email" : d.email)
         let plan = Sanitize.line(d.plan.isEmpty ? "unknown plan" : d.plan)
-        let login = (try? Profile(profile))?.loginCommand ?? "chatgpt-credential login"
+        let login = ((try? Profile(profile)) ?? .default).loginCommand
         var s = unusable == nil
             ? "Signed in as \(who) (\(plan)), account \(Sanitize.line(d.accountId))\n"
             : "Sign-in needed for \(who) (\(plan)), account \(Sanitize.line(d.accountId))\n"

@@ -15,7 +15,8 @@ extension Runner {
         let client = UsageClient(config: backend, userAgent: "\(CommandLineSpec.programName)/\(CommandLineSpec.version)")
         var fresh = try usageToken(g, rejected: nil)
         verbose(g, "GET \(backend.url(UsageClient.usagePath)) for account \(fresh.document.accountId)")
-        var answer = try client.fetch(accessToken: fresh.document.accessToken, accountId: fresh.document.accountId, now: services.now)
+        var answer = try client.fetch(accessToken: fresh.document.accessToken, accountId: fresh.document.accountId,
+                                      profile: g.profile, now: services.now)
         if answer == .unauthorized {
             verbose(g, "the backend refused the access token (HTTP 401); refreshing once and retrying")
             let rejected = fresh.document
@@ -27,7 +28,8 @@ extension Runner {
                 }
                 throw CredentialError.temporary("the ChatGPT backend refused the access token (HTTP 401) and it could not be refreshed")
             }
-            answer = try client.fetch(accessToken: fresh.document.accessToken, accountId: fresh.document.accountId, now: services.now)
+            answer = try client.fetch(accessToken: fresh.document.accessToken, accountId: fresh.document.accountId,
+                                      profile: g.profile, now: services.now)
         }
         guard case .report(let report) = answer else { throw CredentialError.backendRejected(profile: g.profile.name) }
 

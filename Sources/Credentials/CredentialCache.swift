@@ -45,7 +45,7 @@ package final class CredentialCache {
 extension AccessCacheEntry {
     /// The entry as a document to answer from: everything `get` prints, no refresh token.
     var document: TokenDocument {
-        TokenDocument(accessToken: accessToken, refreshToken: "", idToken: idToken, accountId: accountId,
+        TokenDocument(accessToken: accessToken, refreshToken: SecretToken(), idToken: idToken, accountId: accountId,
                       expiresAt: expiresAt, lastRefresh: 0, email: email, plan: plan)
     }
 }

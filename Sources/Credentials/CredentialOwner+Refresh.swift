@@ -76,10 +76,10 @@ extension CredentialOwner {
 
     /// usage after the backend refused `token` (401): one refresh through the owner, unless the
     /// stored token is no longer that one (another process refreshed it meanwhile).
-    package func freshAfterRejection(of token: String, _ need: Freshness) throws -> FreshCredential {
+    package func freshAfterRejection(of token: SecretToken, _ need: Freshness) throws -> FreshCredential {
         guard let located = try locate() else { throw CredentialError.notSignedIn(profile: profile.name) }
         var forced = need
-        forced.forceRefresh = located.document.accessToken == token
+        forced.forceRefresh = located.document.accessToken == token // constant time
         return try fresh(located, forced)
     }
 
@@ -90,7 +90,7 @@ extension CredentialOwner {
         guard let current = try selector.locate(profile) else { throw CredentialError.notSignedIn(profile: profile.name) }
         if let code = current.document.refreshRejected { return (current, try rejectedFallback(current, need, code: code)) }
         var need = need
-        if current.document.refreshToken != initial.refreshToken {
+        if current.document.refreshToken != initial.refreshToken { // constant time
             // Another process rotated the tokens (or signed in anew): a forced refresh is done.
             need.forceRefresh = false
         }
@@ -120,7 +120,7 @@ extension CredentialOwner {
         // Reserve before spend: no refresh token is spent unless the rotated document can be saved.
         let prepared: PreparedWrite
         do {
-            prepared = try store.prepareWrite(profile, size: current.document.serialized().count)
+            prepared = try store.prepareWrite(profile, size: current.document.serializedCount)
         } catch let e as CredentialError {
             guard RefreshPolicy.stillUsable(current.document, need, now: now()) else { throw e }
             return FreshCredential(document: current.document, notices: [

@@ -4,7 +4,7 @@ import OAuth
 
 /// The issuer's refresh call (`IssuerClient` in production; scripted in tests).
 public protocol TokenRefreshing {
-    func refresh(refreshToken: String) -> RefreshResult
+    func refresh(refreshToken: SecretToken) -> RefreshResult
 }
 
 extension IssuerClient: TokenRefreshing {}
@@ -73,7 +73,7 @@ package final class CredentialOwner {
             } catch CredentialError.storeUnavailable {
                 // not there at all, so it holds no copy
             } catch let e as CredentialError {
-                notice("notice: an older copy in \(other.location(for: profile)) could not be removed (\(e.message)); run: chatgpt-credential --profile \(profile.name) --store \(other.kind.rawValue) erase --no-revoke")
+                notice("notice: an older copy in \(other.location(for: profile)) could not be removed (\(e.message)); run: \(profile.command("--store \(other.kind.rawValue) erase --no-revoke"))")
             }
             return store
         }
@@ -93,10 +93,10 @@ package final class CredentialOwner {
     /// revoking each copy's refresh token first (best effort) unless `revoke` is nil or the copy
     /// came from Codex (which may still hold the same session). Throws (exit 5) naming the copy
     /// that could not be removed; erasing what is already gone is no error.
-    package func erase(revoke: ((String) -> String?)?) throws -> Erasure {
+    package func erase(revoke: ((SecretToken) -> String?)?) throws -> Erasure {
         try lock.exclusive {
             var erasure = Erasure()
-            var revoked: Set<String> = []
+            var revoked: [SecretToken] = [] // compared in constant time
             var blocked: (store: CredentialStore, error: CredentialError)?
             for store in selector.allStores {
                 // Is there a copy at all? Asked without decrypting (the file's lstat; the keyring's
@@ -124,7 +124,7 @@ package final class CredentialOwner {
                     continue
                 }
                 if let d = document, let revoke, d.refreshRejected == nil, !revoked.contains(d.refreshToken) {
-                    revoked.insert(d.refreshToken)
+                    revoked.append(d.refreshToken)
                     if d.importedFrom == "codex" {
                         erasure.notices.append("notice: the refresh token was not revoked: it came from Codex, which may still use the same session (sign out there with: codex logout)")
                     } else if let problem = revoke(d.refreshToken) {
@@ -190,7 +190,7 @@ package final class CredentialOwner {
             if let entry = cache?.entry(kind, profile), matches(entry.document) { cache?.revoke(kind, profile) }
             guard var current = try selector.locate(profile), current.document.hasAccessToken, matches(current.document) else { return false }
             let version = try current.store.version(profile)
-            current.document.accessToken = ""
+            current.document.accessToken = SecretToken()
             current.document.expiresAt = 0
             return try write(current.document, to: current.store, ifStill: version)
         }

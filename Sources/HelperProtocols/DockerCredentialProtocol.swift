@@ -84,23 +84,24 @@ public enum DockerCredentialProtocol {
     }
 
     /// The `get` answer: `{"ServerURL":URL,"Username":ACCOUNT_ID,"Secret":ACCESS_TOKEN}` and a line
-    /// feed, echoing the URL as docker sent it. Throws `storeCorrupt` when the token or account id
+    /// feed, echoing the URL as docker sent it, in guarded memory (the token never becomes a
+    /// String). Throws `storeCorrupt`, naming `profile`'s sign-in, when the token or account id
     /// holds anything but printable ASCII.
     ///
-    ///     print(try DockerCredentialProtocol.getAnswer(serverURL: url, document: doc), terminator: "")
-    public static func getAnswer(serverURL: String, document: TokenDocument) throws -> String {
+    ///     try console.out(try DockerCredentialProtocol.getAnswer(serverURL: url, document: doc, profile: p))
+    public static func getAnswer(serverURL: String, document: TokenDocument, profile: Profile) throws -> SecretBytes {
         guard Sanitize.isTokenSafe(document.accessToken) else {
-            throw CredentialError.storeCorrupt("the stored access token contains characters that cannot be sent; sign in again: chatgpt-credential login")
+            throw CredentialError.storeCorrupt("the stored access token contains characters that cannot be sent; sign in again: \(profile.loginCommand)")
         }
         guard document.accountId.isEmpty || Sanitize.isTokenSafe(document.accountId) else {
-            throw CredentialError.storeCorrupt("the stored account id contains characters that cannot be sent; sign in again: chatgpt-credential login")
+            throw CredentialError.storeCorrupt("the stored account id contains characters that cannot be sent; sign in again: \(profile.loginCommand)")
         }
         let body: JSONValue = .object([
             ("ServerURL", .string(serverURL)),
             ("Username", .string(document.accountId)),
-            ("Secret", .string(document.accessToken)),
+            ("Secret", .secret(document.accessToken)),
         ])
-        return JSON.serialize(body) + "\n"
+        return JSON.serializeSecret(body, suffix: "\n")
     }
 
     /// The `list` answer: `{"https://chatgpt.com":"ACCOUNT_ID"}` when signed in (nil document →
@@ -116,7 +117,7 @@ public enum DockerCredentialProtocol {
 public struct DockerStoreRequest: Equatable, Sendable {
     public var serverURL: String
     public var username: String
-    public var secret: String
+    public var secret: SecretToken
 
     /// Throws `badInput` unless the input is a JSON object (≤ 64 KiB) whose `ServerURL` is a
     /// non-empty string; `Username` and `Secret`, when present, must be strings.
@@ -127,7 +128,7 @@ public struct DockerStoreRequest: Equatable, Sendable {
             throw CredentialError.badInput("docker credential input is larger than \(DockerCredentialProtocol.maxInputBytes) bytes")
         }
         let value: JSONValue
-        do { value = try JSON.parse(input, maxBytes: DockerCredentialProtocol.maxInputBytes) } catch let e as JSONError {
+        do { value = try JSON.parse(input, maxBytes: DockerCredentialProtocol.maxInputBytes, secretKeys: ["Secret"]) } catch let e as JSONError {
             throw CredentialError.badInput("docker store input is not JSON (\(e.reason) at byte \(e.offset))")
         }
         guard value.isObject else { throw CredentialError.badInput("docker store input is not a JSON object") }
@@ -138,6 +139,12 @@ public struct DockerStoreRequest: Equatable, Sendable {
         }
         let url = try field("ServerURL")
         guard !url.isEmpty else { throw CredentialError.badInput("no credentials server URL") }
-        return DockerStoreRequest(serverURL: url, username: try field("Username"), secret: try field("Secret"))
+        let secret: SecretToken
+        switch value["Secret"] {
+        case nil, .null?: secret = SecretToken()
+        case .secret(let t)?: secret = t
+        default: throw CredentialError.badInput("docker store input: Secret is not a string")
+        }
+        return DockerStoreRequest(serverURL: url, username: try field("Username"), secret: secret)
     }
 }

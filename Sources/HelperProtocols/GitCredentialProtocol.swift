@@ -50,13 +50,14 @@ public enum GitCredentialProtocol {
         return ChatGPTHosts.isAllowed(host)
     }
 
-    /// The complete stdout for `get`, or nil when the request is not for us (print nothing, exit 0).
-    /// Re-checks `shouldAnswer`. Throws `storeCorrupt` when the stored values cannot be sent safely.
+    /// The complete stdout for `get` (in guarded memory), or nil when the request is not for us
+    /// (print nothing, exit 0). Re-checks `shouldAnswer`. Throws `storeCorrupt`, naming
+    /// `profile`'s sign-in, when the stored values cannot be sent safely.
     ///
-    ///     if let out = try GitCredentialProtocol.answer(for: request, document: doc) { write(out) }
-    public static func answer(for request: GitCredentialRequest, document: TokenDocument) throws -> String? {
+    ///     if let out = try GitCredentialProtocol.answer(for: request, document: doc, profile: p) { write(out) }
+    public static func answer(for request: GitCredentialRequest, document: TokenDocument, profile: Profile) throws -> SecretBytes? {
         guard shouldAnswer(request) else { return nil }
-        return try GitCredentialAnswer(document: document, request: request).formatted()
+        return try GitCredentialAnswer(document: document, request: request).formatted(profile: profile)
     }
 
     /// The `erase` decision: git is reporting that the token it sent was rejected. True only when
@@ -66,8 +67,8 @@ public enum GitCredentialProtocol {
     public static func shouldDropAccessToken(request: GitCredentialRequest, stored: TokenDocument) -> Bool {
         guard shouldAnswer(request), !stored.accessToken.isEmpty else { return false }
         var match = false
-        if let p = request.password, Sodium.equal(p, stored.accessToken) { match = true }
-        if let c = request.credential, Sodium.equal(c, stored.accessToken) { match = true }
+        if let p = request.password, stored.accessToken.equals(utf8: p) { match = true }
+        if let c = request.credential, stored.accessToken.equals(utf8: c) { match = true }
         return match
     }
 }
@@ -124,12 +125,12 @@ public struct GitCredentialRequest: Equatable, Sendable {
 /// `ephemeral=1` tells git not to hand the token to storage helpers.
 public struct GitCredentialAnswer: Equatable, Sendable {
     public var accountId: String
-    public var accessToken: String
+    public var accessToken: SecretToken
     /// Unix seconds; 0 = unknown (the line is omitted).
     public var expiresAt: Int64
     public var useAuthtype: Bool
 
-    public init(accountId: String, accessToken: String, expiresAt: Int64, useAuthtype: Bool) {
+    public init(accountId: String, accessToken: SecretToken, expiresAt: Int64, useAuthtype: Bool) {
         self.accountId = accountId
         self.accessToken = accessToken
         self.expiresAt = expiresAt
@@ -141,28 +142,32 @@ public struct GitCredentialAnswer: Equatable, Sendable {
                   expiresAt: document.expiresAt, useAuthtype: request.acceptsAuthtype)
     }
 
-    /// The lines for stdout, each ended by `\n`. Throws `storeCorrupt` rather than emit a value
-    /// that is empty or holds anything but printable ASCII (a newline or NUL would let a value
-    /// inject further keys). In username/password form the account id is required: git would
-    /// otherwise go on to prompt for a username.
-    public func formatted() throws -> String {
+    /// The lines for stdout, each ended by `\n`, in guarded memory (the token is copied from its
+    /// buffer, never through a String). Throws `storeCorrupt`, naming `profile`'s sign-in, rather
+    /// than emit a value that is empty or holds anything but printable ASCII (a newline or NUL
+    /// would let a value inject further keys). In username/password form the account id is
+    /// required: git would otherwise go on to prompt for a username.
+    public func formatted(profile: Profile) throws -> SecretBytes {
         guard Sanitize.isTokenSafe(accessToken) else {
-            throw CredentialError.storeCorrupt("the stored access token contains characters that cannot be sent; sign in again: chatgpt-credential login")
+            throw CredentialError.storeCorrupt("the stored access token contains characters that cannot be sent; sign in again: \(profile.loginCommand)")
         }
-        var out = ""
+        let before: String, after: String
         if useAuthtype {
-            out += "capability[]=authtype\n"
-            out += "authtype=Bearer\n"
-            out += "credential=\(accessToken)\n"
-            out += "ephemeral=1\n"
+            before = "capability[]=authtype\nauthtype=Bearer\ncredential="
+            after = "\nephemeral=1\n"
         } else {
             guard Sanitize.isTokenSafe(accountId) else {
-                throw CredentialError.storeCorrupt("the stored credential has no usable account id; sign in again: chatgpt-credential login")
+                throw CredentialError.storeCorrupt("the stored credential has no usable account id; sign in again: \(profile.loginCommand)")
             }
-            out += "username=\(accountId)\n"
-            out += "password=\(accessToken)\n"
+            before = "username=\(accountId)\npassword="
+            after = "\n"
         }
-        if expiresAt > 0 { out += "password_expiry_utc=\(expiresAt)\n" }
+        let expiry = expiresAt > 0 ? "password_expiry_utc=\(expiresAt)\n" : ""
+        var out = SecretBytes(capacity: before.utf8.count + accessToken.count + after.utf8.count + expiry.utf8.count)
+        out.append(utf8: before)
+        accessToken.withUnsafeBytes { out.append($0) }
+        out.append(utf8: after)
+        out.append(utf8: expiry)
         return out
     }
 }

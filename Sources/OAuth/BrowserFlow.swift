@@ -15,6 +15,8 @@ public struct BrowserFlow {
     public var environment: [String: String]
     /// False with `--non-interactive`: the URL is printed, never opened.
     public var openBrowser: Bool
+    /// The profile signing in: messages that say what to run name it.
+    public var profile: Profile
     public var ports: [Int] = OAuthConstants.browserCallbackPorts
     public var timeout: Double = 15 * 60
     public var bindRetries = 10
@@ -22,16 +24,18 @@ public struct BrowserFlow {
     /// Told the port and redirect URI (for --verbose).
     public var debug: (String) -> Void = { _ in }
 
-    public init(client: IssuerClient, console: Console, interrupt: InterruptWatch?, environment: [String: String], openBrowser: Bool) {
+    public init(client: IssuerClient, console: Console, interrupt: InterruptWatch?, environment: [String: String], openBrowser: Bool,
+                profile: Profile) {
         self.client = client
         self.console = console
         self.interrupt = interrupt
         self.environment = environment
         self.openBrowser = openBrowser
+        self.profile = profile
     }
 
     public static let cancelledByOther =
-        CredentialError.failure("sign-in cancelled by another login (a newer 'chatgpt-credential login' took over the callback port); nothing was stored")
+        CredentialError.failure("sign-in cancelled by another login (a newer sign-in took over the callback port); nothing was stored")
 
     public func run(complete: (TokenGrant) throws -> Void) throws {
         let listener = try bindListener()
@@ -93,7 +97,7 @@ public struct BrowserFlow {
         case .interrupted:
             throw InterruptWatch.cancelled
         case .timedOut:
-            throw CredentialError.loginFailed("no answer from the browser within \(Int(timeout / 60)) minutes; nothing was stored; run 'chatgpt-credential login' again (or use --device)")
+            throw CredentialError.loginFailed("no answer from the browser within \(Int(timeout / 60)) minutes; nothing was stored; run '\(profile.loginCommand)' again (or use --device)")
         }
     }
 

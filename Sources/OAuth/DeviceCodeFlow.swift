@@ -9,6 +9,8 @@ public struct DeviceCodeFlow {
     public var client: IssuerClient
     public var console: Console
     public var interrupt: InterruptWatch?
+    /// The profile signing in: messages that say what to run name it.
+    public var profile: Profile
     /// Polling gives up after this long (the issuer's codes last 15 minutes).
     public var lifetime: Double = OAuthConstants.deviceCodeLifetime
     /// Seconds added to the interval on slow_down/429 (RFC 8628 §3.5), and its ceiling.
@@ -21,17 +23,19 @@ public struct DeviceCodeFlow {
     /// Diagnostics for --verbose.
     public var debug: (String) -> Void = { _ in }
 
-    public init(client: IssuerClient, console: Console, interrupt: InterruptWatch?) {
+    public init(client: IssuerClient, console: Console, interrupt: InterruptWatch?, profile: Profile) {
         self.client = client
         self.console = console
         self.interrupt = interrupt
+        self.profile = profile
     }
 
-    public static let expiredMessage =
-        CredentialError.loginFailed("the device code expired before the sign-in was approved; nothing was stored; run 'chatgpt-credential login' again")
+    public static func expired(_ profile: Profile) -> CredentialError {
+        .loginFailed("the device code expired before the sign-in was approved; nothing was stored; run '\(profile.loginCommand)' again")
+    }
 
     public func run() throws -> TokenGrant {
-        let device = try client.requestDeviceCode()
+        let device = try client.requestDeviceCode(for: profile)
         let lifetime = min(self.lifetime, device.expiresIn.map(Double.init) ?? self.lifetime)
         show(device, lifetime: lifetime)
         let start = Clock.monotonicMillis()
@@ -41,10 +45,10 @@ public struct DeviceCodeFlow {
         var failures = 0
         while true {
             let now = Clock.monotonicMillis()
-            if now >= deadline { throw Self.expiredMessage }
+            if now >= deadline { throw Self.expired(profile) }
             let pause = min(interval, Double(deadline - now) / 1000)
             if !Waiter.sleep(pause, interrupt: interrupt) { throw InterruptWatch.cancelled }
-            if Clock.monotonicMillis() >= deadline { throw Self.expiredMessage }
+            if Clock.monotonicMillis() >= deadline { throw Self.expired(profile) }
             if Clock.monotonicMillis() >= nextReminder {
                 let left = Double(deadline - Clock.monotonicMillis()) / 1000
                 console.err("chatgpt-credential: still waiting for approval; the code expires in \(Self.duration(left))")
@@ -72,7 +76,7 @@ public struct DeviceCodeFlow {
             case .slowDown:
                 interval = min(interval + slowDownStep, maxInterval)
             case .expired:
-                throw Self.expiredMessage
+                throw Self.expired(profile)
             case .denied(let reason):
                 throw CredentialError.loginFailed("the sign-in was declined (\(Sanitize.line(reason, limit: 80))); nothing was stored")
             case .approved(let code, let verifier):

@@ -3,13 +3,13 @@ import Secrets
 
 /// Tokens from a code exchange (`/oauth/token`, authorization_code grant).
 public struct TokenGrant: Equatable, Sendable {
-    public var accessToken: String
-    public var refreshToken: String
-    public var idToken: String?
+    public var accessToken: SecretToken
+    public var refreshToken: SecretToken
+    public var idToken: SecretToken?
     /// The answer's `expires_in` (seconds from receipt), when present.
     public var expiresIn: Int64?
 
-    public init(accessToken: String, refreshToken: String, idToken: String? = nil, expiresIn: Int64? = nil) {
+    public init(accessToken: SecretToken, refreshToken: SecretToken, idToken: SecretToken? = nil, expiresIn: Int64? = nil) {
         self.accessToken = accessToken
         self.refreshToken = refreshToken
         self.idToken = idToken
@@ -19,13 +19,13 @@ public struct TokenGrant: Equatable, Sendable {
 
 /// Tokens from a refresh: each field is optional ("keep what is absent"), at least one is present.
 public struct RefreshedTokens: Equatable, Sendable {
-    public var accessToken: String?
-    public var refreshToken: String?
-    public var idToken: String?
+    public var accessToken: SecretToken?
+    public var refreshToken: SecretToken?
+    public var idToken: SecretToken?
     /// The answer's `expires_in` (seconds from receipt), when present.
     public var expiresIn: Int64?
 
-    public init(accessToken: String?, refreshToken: String?, idToken: String?, expiresIn: Int64? = nil) {
+    public init(accessToken: SecretToken?, refreshToken: SecretToken?, idToken: SecretToken?, expiresIn: Int64? = nil) {
         self.accessToken = accessToken
         self.refreshToken = refreshToken
         self.idToken = idToken
@@ -97,10 +97,12 @@ public struct IssuerClient {
         self.retry = retry
     }
 
-    public static let deviceNotEnabledMessage =
+    /// What to do when the issuer has device-code sign-in off (404), naming `profile`'s command.
+    public static func deviceNotEnabledMessage(_ profile: Profile) -> String {
         "device code sign-in is not enabled for this account: turn it on in ChatGPT Settings > Security "
-        + "(or ask your workspace admin), or sign in with: chatgpt-credential login --browser "
-        + "(or --no-browser on a machine without one)"
+            + "(or ask your workspace admin), or sign in with: \(profile.command("login --browser")) "
+            + "(or --no-browser on a machine without one)"
+    }
 
     // MARK: Browser flow
 
@@ -139,11 +141,11 @@ public struct IssuerClient {
             if response.status == 403 { why += "; the redirect URI may not be registered" }
             throw CredentialError.loginFailed(why)
         }
-        let json = try requireJSON(response, failure: { CredentialError.loginFailed($0) })
-        guard let access = json["access_token"]?.stringValue, let refresh = json["refresh_token"]?.stringValue else {
+        let json = try requireTokens(response, failure: { CredentialError.loginFailed($0) })
+        guard let access = json["access_token"]?.secretValue, let refresh = json["refresh_token"]?.secretValue else {
             throw CredentialError.loginFailed("the issuer's answer lacks an access or refresh token")
         }
-        let id = json["id_token"]?.stringValue
+        let id = json["id_token"]?.secretValue
         guard Sanitize.isTokenSafe(access), Sanitize.isTokenSafe(refresh), id.map(Sanitize.isTokenSafe) ?? true else {
             throw CredentialError.loginFailed("the issuer sent a token with unsafe characters; nothing was stored")
         }
@@ -152,12 +154,12 @@ public struct IssuerClient {
 
     // MARK: Device flow
 
-    /// Starts a device-code sign-in. Throws `.loginFailed(deviceNotEnabledMessage)` on 404.
-    public func requestDeviceCode() throws -> DeviceCode {
+    /// Starts a device-code sign-in for `profile`. Throws `.loginFailed(deviceNotEnabledMessage)` on 404.
+    public func requestDeviceCode(for profile: Profile) throws -> DeviceCode {
         let body = JSON.serializeSecret(.object([("client_id", .string(OAuthConstants.clientID))]))
         let response = try send("POST", OAuthConstants.deviceUserCodePath, body: body,
                                 contentType: "application/json", policy: retry)
-        if response.status == 404 { throw CredentialError.loginFailed(Self.deviceNotEnabledMessage) }
+        if response.status == 404 { throw CredentialError.loginFailed(Self.deviceNotEnabledMessage(profile)) }
         guard (200...299).contains(response.status) else {
             if RetryPolicy.isRetryable(status: response.status) { throw CredentialError.temporary(statusProblem(response)) }
             throw CredentialError.loginFailed("the issuer refused to start a device sign-in (\(describe(response)))")
@@ -223,11 +225,11 @@ public struct IssuerClient {
 
     /// Spends `refreshToken` for new tokens (JSON body, as Codex sends it). Never throws: every
     /// outcome is a `RefreshResult`. Retries transient failures per `retry`.
-    public func refresh(refreshToken: String) -> RefreshResult {
+    public func refresh(refreshToken: SecretToken) -> RefreshResult {
         let body = JSON.serializeSecret(.object([
             ("client_id", .string(OAuthConstants.clientID)),
             ("grant_type", .string("refresh_token")),
-            ("refresh_token", .string(refreshToken)),
+            ("refresh_token", .secret(refreshToken)),
         ]))
         let response: HTTPResponse
         do {
@@ -243,16 +245,15 @@ public struct IssuerClient {
         }
         // A permanent error code wins whatever the status (a reuse has been seen as 400 and 401).
         if let code = permanentRefreshError(response) { return .rejected(code: code) }
-        let parsed = parseJSON(response)
         if (200...299).contains(response.status) {
             let json: JSONValue
-            switch parsed {
+            switch parseTokens(response) {
             case .success(let j): json = j
             case .failure(let e): return .unavailable(reason: e.reason)
             }
-            let access = json["access_token"]?.stringValue
-            let refresh = json["refresh_token"]?.stringValue
-            let id = json["id_token"]?.stringValue
+            let access = json["access_token"]?.secretValue
+            let refresh = json["refresh_token"]?.secretValue
+            let id = json["id_token"]?.secretValue
             guard access != nil || refresh != nil || id != nil else {
                 return .unavailable(reason: "the issuer's refresh answer holds no tokens")
             }
@@ -274,9 +275,9 @@ public struct IssuerClient {
     /// Revokes a refresh token; best effort, one attempt, `revokeTimeout` seconds at most.
     /// Returns whether the issuer acknowledged it (2xx).
     @discardableResult
-    public func revoke(refreshToken: String) -> Bool {
+    public func revoke(refreshToken: SecretToken) -> Bool {
         let body = JSON.serializeSecret(.object([
-            ("token", .string(refreshToken)),
+            ("token", .secret(refreshToken)),
             ("token_type_hint", .string("refresh_token")),
             ("client_id", .string(OAuthConstants.clientID)),
         ]))
@@ -343,9 +344,30 @@ public struct IssuerClient {
         }
     }
 
+    /// An answer that carries tokens, as JSON whose token members (`TokenDocument.secretKeys`)
+    /// are `.secret`: ranges of the body itself, which becomes their buffer (no copy), so the
+    /// tokens never become Strings. Refused as `parseJSON` refuses.
+    func parseTokens(_ response: consuming HTTPResponse) -> Result<JSONValue, BodyProblem> {
+        if case .failure(let p) = parseJSON(response) { return .failure(p) }
+        let status = response.status
+        let buffer = SecretToken.Buffer(response.body)
+        guard let json = try? JSON.parse(sharing: buffer, maxBytes: maxResponseBytes, secretKeys: TokenDocument.secretKeys),
+              json.isObject else {
+            return .failure(BodyProblem(reason: "the issuer's answer is not a JSON object (HTTP \(status))"))
+        }
+        return .success(json)
+    }
+
+    private func requireTokens(_ response: consuming HTTPResponse, failure: (String) -> CredentialError) throws -> JSONValue {
+        switch parseTokens(response) {
+        case .success(let j): return j
+        case .failure(let p): throw failure(p.reason)
+        }
+    }
+
     /// The error code from `error` (a string), `error.code`, or a top-level `code`; sanitized,
     /// with every one of `secrets` cut out.
-    static func errorCode(_ json: JSONValue, redacting secrets: [String] = []) -> String? {
+    static func errorCode(_ json: JSONValue, redacting secrets: [SecretToken] = []) -> String? {
         let raw = json["error"]?.stringValue ?? json["error"]?["code"]?.stringValue ?? json["code"]?.stringValue
         guard let raw else { return nil }
         let clean = Sanitize.line(redact(Sanitize.line(raw, limit: Int.max), secrets), limit: 80)
@@ -354,7 +376,7 @@ public struct IssuerClient {
 
     /// The human-readable message from `error_description`, `error.message` or `message`; sanitized,
     /// with every one of `secrets` cut out.
-    static func errorMessage(_ json: JSONValue, redacting secrets: [String] = []) -> String? {
+    static func errorMessage(_ json: JSONValue, redacting secrets: [SecretToken] = []) -> String? {
         let raw = json["error_description"]?.stringValue ?? json["error"]?["message"]?.stringValue ?? json["message"]?.stringValue
         guard let raw else { return nil }
         let clean = Sanitize.line(redact(Sanitize.line(raw, limit: Int.max), secrets), limit: 200)
@@ -364,10 +386,10 @@ public struct IssuerClient {
     /// `text` with every occurrence of each secret replaced by `[redacted]`. Applied after control
     /// bytes are stripped (so a token split by them is still found) and before any truncation (so
     /// no prefix of a token survives a cut).
-    static func redact(_ text: String, _ secrets: [String]) -> String {
+    static func redact(_ text: String, _ secrets: [SecretToken]) -> String {
         var out = text
-        for secret in secrets where secret.utf8.count >= 8 {
-            out = out.replacing(secret, with: "[redacted]")
+        for secret in secrets where secret.count >= 8 {
+            out = secret.cut(from: out, replacement: "[redacted]")
         }
         return out
     }
@@ -378,7 +400,7 @@ public struct IssuerClient {
     }
 
     /// "HTTP 400: code: message", vendor text sanitized.
-    private func describe(_ response: borrowing HTTPResponse, redacting secrets: [String] = []) -> String {
+    private func describe(_ response: borrowing HTTPResponse, redacting secrets: [SecretToken] = []) -> String {
         var s = "HTTP \(response.status)"
         if let json = try? parseJSON(response).get() {
             if let c = Self.errorCode(json, redacting: secrets) { s += ": " + c }

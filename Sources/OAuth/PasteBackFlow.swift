@@ -13,15 +13,18 @@ public struct PasteBackFlow {
     public var console: Console
     public var interrupt: InterruptWatch?
     public var nonInteractive: Bool
+    /// The profile signing in: messages that say what to run name it.
+    public var profile: Profile
     public var timeout: Double = 15 * 60
     public static let maxLine = 8 * 1024
     public var port = OAuthConstants.browserCallbackPorts[0]
 
-    public init(client: IssuerClient, console: Console, interrupt: InterruptWatch?, nonInteractive: Bool) {
+    public init(client: IssuerClient, console: Console, interrupt: InterruptWatch?, nonInteractive: Bool, profile: Profile) {
         self.client = client
         self.console = console
         self.interrupt = interrupt
         self.nonInteractive = nonInteractive
+        self.profile = profile
     }
 
     /// Refuses up front when the address could only come from the terminal (exit 2).
@@ -54,10 +57,10 @@ public struct PasteBackFlow {
         console.err(p + "copy that whole address from the address bar and paste it here, then press Enter:")
 
         let line = try tty >= 0 ? readLine(fd: tty) : readLineFromStdin()
-        // The pasted address carries the authorization code: parsing it is a String edge.
+        // EDGE: the pasted address carries the authorization code; the callback parser reads text.
         let callback = try Self.parse(line.unsafeString())
         guard callback.state == pkce.state else {
-            throw CredentialError.loginFailed("the pasted address belongs to a different sign-in (its state does not match); nothing was stored; run 'chatgpt-credential login --no-browser' again and paste the address from that sign-in")
+            throw CredentialError.loginFailed("the pasted address belongs to a different sign-in (its state does not match); nothing was stored; run '\(profile.command("login --no-browser"))' again and paste the address from that sign-in")
         }
         if let problem = callback.refusal { throw problem }
         guard let code = callback.code else { throw Self.garbage }

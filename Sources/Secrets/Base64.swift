@@ -40,30 +40,61 @@ public enum Base64 {
 
     /// The decoded bytes, or nil when `text` is not exactly base64 of `alphabet` with `padding`.
     public static func decode(_ text: some StringProtocol, alphabet: Alphabet, padding: Padding) -> [UInt8]? {
+        let chars = Array(text.utf8)
+        return chars.withUnsafeBytes { raw in
+            let capacity = capacity(raw.count)
+            var ok = false
+            let out = [UInt8](unsafeUninitializedCapacity: capacity) { bin, initialized in
+                let length = decode(raw, alphabet: alphabet, padding: padding, into: UnsafeMutableRawBufferPointer(bin))
+                ok = length != nil
+                initialized = length ?? 0
+            }
+            return ok ? out : nil
+        }
+    }
+
+    /// The same, from bytes where they lie (part of a token) into guarded memory.
+    public static func decodeSecret(_ text: UnsafeRawBufferPointer, alphabet: Alphabet, padding: Padding) -> SecretBytes? {
+        var ok = false
+        let room = capacity(text.count)
+        var out = SecretBytes(capacity: room)
+        out.append(upTo: room) { room in
+            let length = decode(text, alphabet: alphabet, padding: padding, into: room)
+            ok = length != nil
+            return length ?? 0
+        }
+        guard ok else { return nil }
+        return .some(out)
+    }
+
+    private static func capacity(_ textCount: Int) -> Int { textCount / 4 * 3 + 3 }
+
+    /// Decodes `text` into `out` (room for `capacity(text.count)` bytes); the decoded length, or
+    /// nil when `text` is not exactly base64 of `alphabet` with `padding`.
+    private static func decode(_ text: UnsafeRawBufferPointer, alphabet: Alphabet, padding: Padding,
+                               into out: UnsafeMutableRawBufferPointer) -> Int? {
         // libsodium 1.0.18 takes some bytes above 0x7F for base64 digits (found by fuzz/base64 and
         // fuzz/age: "\u{A2}…---m" decoded): only the alphabet's own characters reach it.
         let (c62, c63) = alphabet == .standard ? (UInt8(ascii: "+"), UInt8(ascii: "/")) : (UInt8(ascii: "-"), UInt8(ascii: "_"))
-        guard text.utf8.allSatisfy({ b in
+        guard text.allSatisfy({ b in
             (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == c62 || b == c63 || b == 0x3D
         }) else { return nil }
-        let chars = text.utf8.map { CChar(bitPattern: $0) }
         let padded: Bool
         switch padding {
         case .required: padded = true
         case .none: padded = false
-        case .optional: padded = chars.last == CChar(UInt8(ascii: "="))
+        case .optional: padded = text.last == UInt8(ascii: "=")
         }
         let v = variant(alphabet, padded: padded)
-        let capacity = chars.count / 4 * 3 + 3
-        var ok = false
-        let out = [UInt8](unsafeUninitializedCapacity: capacity) { bin, initialized in
-            var length = 0
-            // ignore = nil: no byte is skipped (with a set, strchr would also match the NUL byte).
-            ok = chars.withUnsafeBufferPointer { c in
-                sodium_base642bin(bin.baseAddress!, capacity, c.baseAddress, c.count, nil, &length, nil, v) == 0
-            }
-            initialized = ok ? length : 0
+        var length = 0
+        // ignore = nil: no byte is skipped (with a set, strchr would also match the NUL byte).
+        // An empty text has no base address; libsodium reads none of it then.
+        let empty: CChar = 0
+        let ok = withUnsafePointer(to: empty) { fallback in
+            let chars = text.baseAddress.map { $0.assumingMemoryBound(to: CChar.self) } ?? fallback
+            return sodium_base642bin(out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count, chars, text.count,
+                                     nil, &length, nil, v) == 0
         }
-        return ok ? out : nil
+        return ok ? length : nil
     }
 }

@@ -191,13 +191,15 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
 
     // MARK: edges (named, few; what they return is not wiped)
 
-    /// EDGE: the bytes as a String (invalid UTF-8 repaired as `String(decoding:)` does), for the
-    /// places that need a String: the JSON codec, headers, printing.
+    /// EDGE: the bytes as a String (invalid UTF-8 repaired as `String(decoding:)` does), for a
+    /// place that can only read text (in the tool: the pasted callback address; tokens have their
+    /// own edge, `SecretToken.unsafeString()`; tests read answers with it).
     public func unsafeString() -> String {
         String(decoding: UnsafeRawBufferPointer(start: base, count: count), as: UTF8.self)
     }
 
-    /// EDGE: the bytes as an array, for a boundary that still takes one.
+    /// EDGE: the bytes as an array, for a boundary that still takes one (none in the tool; tests
+    /// and fuzz targets compare bytes with it).
     public func unsafeArray() -> [UInt8] {
         Array(UnsafeRawBufferPointer(start: base, count: count))
     }

@@ -88,16 +88,26 @@ public final class AgeFileStore: CredentialStore {
 
     // MARK: CredentialStore
 
-    public func read(_ profile: Profile) throws -> [UInt8]? {
+    public func read(_ profile: Profile) throws -> SecretBytes? {
         let dir = try requireDirectory()
         guard try AtomicFile.checkDirectory(dir, create: false) else { return nil }
         let path = Paths.encryptedFile(in: dir, for: profile)
-        guard let file = try AtomicFile.read(path, maxBytes: AgeFileStore.maxFileBytes) else { return nil }
-        // TODO(phase 2): the protocol still hands the document over as an array.
-        return try decrypt(file, path: path, profile: profile).unsafeArray()
+        guard let file = try readEncrypted(path, profile) else { return nil }
+        return try decrypt(file, path: path, profile: profile)
     }
 
-    public func write(_ profile: Profile, secret: [UInt8]) throws {
+    /// The profile's encrypted file as `AtomicFile.read` checks it; one too large to be ours says
+    /// how to remove it for this profile.
+    private func readEncrypted(_ path: String, _ profile: Profile) throws -> [UInt8]? {
+        do {
+            return try AtomicFile.read(path, maxBytes: AgeFileStore.maxFileBytes)
+        } catch CredentialError.storeCorrupt {
+            throw CredentialError.storeCorrupt(
+                "\(path) is larger than any credential file (over \(AgeFileStore.maxFileBytes) bytes); \(profile.removeDamagedHint)")
+        }
+    }
+
+    public func write(_ profile: Profile, secret: borrowing SecretBytes) throws {
         let path = try writablePath(profile)
         try encryptForWrite(secret, at: path, profile: profile).withUnsafeBytes { try AtomicFile.replace(path, with: $0) }
     }
@@ -139,7 +149,7 @@ public final class AgeFileStore: CredentialStore {
         init(store: AgeFileStore, profile: Profile, reservation: AtomicFile.Reservation) {
             self.store = store; self.profile = profile; self.reservation = reservation
         }
-        func commit(_ secret: [UInt8]) throws {
+        func commit(_ secret: borrowing SecretBytes) throws {
             try store.encryptForWrite(secret, at: reservation.path, profile: profile).withUnsafeBytes { try reservation.commit($0) }
         }
     }
@@ -153,9 +163,9 @@ public final class AgeFileStore: CredentialStore {
 
     /// `secret` encrypted for the file at `path`: to the passphrase when passphrase mode applies,
     /// else to the identity (created on first use).
-    private func encryptForWrite(_ secret: [UInt8], at path: String, profile: Profile) throws -> [UInt8] {
+    private func encryptForWrite(_ secret: borrowing SecretBytes, at path: String, profile: Profile) throws -> [UInt8] {
         // Also refuses a symlink or a loose file at the path before anything changes.
-        let existing = try AtomicFile.read(path, maxBytes: AgeFileStore.maxFileBytes)
+        let existing = try readEncrypted(path, profile)
         let existingHeader = existing.flatMap { try? AgeHeader.parse($0) }
         let recipient: AgeRecipient
         if passphraseFile != nil || existingHeader?.isPassphraseProtected == true {
@@ -165,8 +175,7 @@ public final class AgeFileStore: CredentialStore {
         } else {
             recipient = try loadOrCreateIdentity().recipient
         }
-        // TODO(phase 2): the protocol still hands the document over as an array.
-        return AgeFile.encrypt(SecretBytes(copying: secret), to: [recipient])
+        return AgeFile.encrypt(secret, to: [recipient])
     }
 
     @discardableResult

@@ -11,11 +11,11 @@ public protocol CredentialStore: AnyObject {
     var kind: StoreKind { get }
     /// Human-readable location for messages, e.g. "the Secret Service" or a file path.
     func location(for profile: Profile) -> String
-    /// The stored secret, or nil when this store holds nothing for the profile.
-    /// A locked keyring throws `keyringLocked`; it is never reported as nil.
-    func read(_ profile: Profile) throws -> [UInt8]?
+    /// The stored secret (in guarded memory), or nil when this store holds nothing for the
+    /// profile. A locked keyring throws `keyringLocked`; it is never reported as nil.
+    func read(_ profile: Profile) throws -> SecretBytes?
     /// Replaces (never adds to) the profile's secret, atomically.
-    func write(_ profile: Profile, secret: [UInt8]) throws
+    func write(_ profile: Profile, secret: borrowing SecretBytes) throws
     /// Removes the profile's secret; returns false when there was none.
     @discardableResult func delete(_ profile: Profile) throws -> Bool
     /// Every profile this store holds something for.
@@ -42,7 +42,7 @@ extension CredentialStore {
 /// A write a store has made sure of (`CredentialStore.prepareWrite`). Dropped unused, it
 /// releases whatever it held.
 public protocol PreparedWrite: AnyObject {
-    func commit(_ secret: [UInt8]) throws
+    func commit(_ secret: borrowing SecretBytes) throws
 }
 
 public enum StoreKind: String, Sendable, CaseIterable {
@@ -57,21 +57,19 @@ public enum StoreChoice: String, Sendable, CaseIterable {
 }
 
 extension CredentialStore {
-    /// Reads and parses the profile's document.
+    /// Reads and parses the profile's document. What the store read becomes the buffer its
+    /// tokens live in (no copy).
     public func load(_ profile: Profile) throws -> TokenDocument? {
-        // TODO(phase 2): the document crosses as an unwiped array (its tokens become Strings anyway).
         guard let bytes = try read(profile) else { return nil }
         return try TokenDocument.parse(bytes, origin: location(for: profile), profile: profile)
     }
 
     public func save(_ document: TokenDocument, for profile: Profile) throws {
-        // TODO(phase 2): the document crosses as an unwiped array (its tokens are Strings anyway).
         try write(profile, secret: document.serialized())
     }
 
     /// Saves through a `prepareWrite` reservation.
     public func save(_ document: TokenDocument, through prepared: PreparedWrite) throws {
-        // TODO(phase 2): as `save`, the document crosses as an array.
         try prepared.commit(document.serialized())
     }
 }

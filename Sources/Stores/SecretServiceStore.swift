@@ -58,7 +58,7 @@ public final class SecretServiceStore: CredentialStore {
     /// instead of `secret_service_search_sync`, which would also build a proxy per item (a
     /// Properties.GetAll plus four bus-daemon calls: AddMatch ×2, StartServiceByName,
     /// GetNameOwner) only to learn what SearchItems already said. Nothing is unlocked.
-    public func read(_ profile: Profile) throws -> [UInt8]? {
+    public func read(_ profile: Profile) throws -> SecretBytes? {
         try perform { service, cancellable in
             let attributes = Self.attributes(profile)
             defer { ccred_g_hash_table_unref(attributes) }
@@ -82,7 +82,7 @@ public final class SecretServiceStore: CredentialStore {
         }
     }
 
-    public func write(_ profile: Profile, secret: [UInt8]) throws {
+    public func write(_ profile: Profile, secret: borrowing SecretBytes) throws {
         let label = Self.label(for: profile)
         try perform { service, cancellable in
             try Self.withItemsUnlessLocked(profile, service, cancellable) { attributes, found in
@@ -173,14 +173,14 @@ public final class SecretServiceStore: CredentialStore {
     /// SHA-256 of the stored secret (one SearchItems and one GetSecrets).
     public func version(_ profile: Profile) throws -> [UInt8]? {
         guard let secret = try read(profile) else { return nil }
-        return Sodium.sha256(secret)
+        return secret.withUnsafeBytes { Sodium.sha256($0) }
     }
 
     private final class DirectWrite: PreparedWrite {
         let store: SecretServiceStore
         let profile: Profile
         init(store: SecretServiceStore, profile: Profile) { self.store = store; self.profile = profile }
-        func commit(_ secret: [UInt8]) throws { try store.write(profile, secret: secret) }
+        func commit(_ secret: borrowing SecretBytes) throws { try store.write(profile, secret: secret) }
     }
 
     // MARK: Probe
@@ -231,7 +231,7 @@ public final class SecretServiceStore: CredentialStore {
     /// Runs `body` with a referenced SecretService under the deadline: on this thread, with a
     /// watchdog that cancels `cancellable` when the deadline passes (every libsecret call takes
     /// it, so a hung service returns G_IO_ERROR_CANCELLED at once → the timeout error).
-    private func perform<T>(_ body: @escaping (UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>) throws -> T) throws -> T {
+    private func perform<T: ~Copyable>(_ body: (UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>) throws -> T) throws -> T {
         if let reason = Self.missingBusReason(environment: environment) {
             throw CredentialError.storeUnavailable(reason)
         }
@@ -255,7 +255,7 @@ public final class SecretServiceStore: CredentialStore {
                 return .failure(.storeFailure("the Secret Service failed: \(error)"))
             }
         }
-        switch outcome {
+        switch consume outcome {
         case .success(let value): return value
         case .failure(let error):
             if case .storeUnavailable(Self.cancelledMarker) = error { throw Self.timeoutError(seconds) }
@@ -419,9 +419,11 @@ public final class SecretServiceStore: CredentialStore {
         ccred_g_list_free_full(list, ccred_g_object_unref)
     }
 
-    private static func bytes(of value: OpaquePointer) -> [UInt8] {
+    /// The secret copied straight out of libsecret's value into guarded memory (libsecret keeps
+    /// its own copy, in its own secure memory, until the value is unreferenced).
+    private static func bytes(of value: OpaquePointer) -> SecretBytes {
         var length: gsize = 0
-        guard let raw = ccred_secret_value_get(value, &length), length > 0 else { return [] }
-        return raw.withMemoryRebound(to: UInt8.self, capacity: Int(length)) { Array(UnsafeBufferPointer(start: $0, count: Int(length))) }
+        guard let raw = ccred_secret_value_get(value, &length), length > 0 else { return SecretBytes() }
+        return SecretBytes(copying: UnsafeRawBufferPointer(start: raw, count: Int(length)))
     }
 }

@@ -19,6 +19,13 @@ final class StandardConsole: Console {
             throw CredentialError.failure("cannot write to standard output: \(String(cString: strerror(e)))")
         }
     }
+    /// The answer is written from its guarded buffer: no copy of it is made here.
+    func out(_ secret: borrowing SecretBytes) throws {
+        if stdoutClosed { throw CredentialError.failure("cannot write to standard output: it is closed") }
+        if let e = secret.withUnsafeBytes({ writeAll(1, $0) }) {
+            throw CredentialError.failure("cannot write to standard output: \(String(cString: strerror(e)))")
+        }
+    }
     func err(_ line: String) { _ = writeAll(2, Array((line + "\n").utf8)) }
 
     func readInput(limit: Int) throws -> SecretBytes {
@@ -49,9 +56,13 @@ final class StandardConsole: Console {
 
     /// nil when every byte was written, else the errno that stopped it.
     private func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32? {
+        bytes.withUnsafeBytes { writeAll(fd, $0) }
+    }
+
+    private func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
         var off = 0
         while off < bytes.count {
-            let n = bytes[off...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            let n = write(fd, bytes.baseAddress! + off, bytes.count - off)
             if n < 0 { if errno == EINTR { continue }; return errno }
             off += n
         }

@@ -48,9 +48,9 @@ import Testing
         e.accessToken = ""
         e.idToken = ""
         let overhead = 4 + 8 + 5 * 2 + "acct-1".utf8.count + "é@example.com".utf8.count + "plus".utf8.count
-        e.accessToken = String(repeating: "a", count: 32767 - overhead)
+        e.accessToken = SecretToken(copying: String(repeating: "a", count: 32767 - overhead))
         #expect(CachePayload.bytes(e)?.count == 32767)
-        e.accessToken += "a"
+        e.accessToken = SecretToken(copying: String(repeating: "a", count: 32767 - overhead + 1))
         #expect(CachePayload.bytes(e) == nil)
     }
 

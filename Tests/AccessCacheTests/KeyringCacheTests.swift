@@ -41,8 +41,8 @@ import CSeccompTestSupport
         defer { k.cleanup() }
         let id = k.busIdentity()
         let refreshToken = "rt_\(k.run)_single-use"
-        let document = TokenDocument(accessToken: "eyJ.access-\(k.run).sig", refreshToken: refreshToken,
-                                     idToken: "eyJ.id-\(k.run).sig", accountId: "acct-1",
+        let document = TokenDocument(accessToken: SecretToken(copying: "eyJ.access-\(k.run).sig"), refreshToken: SecretToken(copying: refreshToken),
+                                     idToken: SecretToken(copying: "eyJ.id-\(k.run).sig"), accountId: "acct-1",
                                      expiresAt: Clock.now() + 7200, lastRefresh: Clock.now(), email: "a@example.com", plan: "pro")
         let entry = try #require(AccessCacheEntry(cacheable: document))
         cache().fill(entry, id, profile)
@@ -50,7 +50,7 @@ import CSeccompTestSupport
         let piped = KeyringFixture.tool(KeyringFixture.keyctl, ["pipe", String(serial)])
         let printed = KeyringFixture.tool(KeyringFixture.keyctl, ["print", String(serial)])
         #expect(piped.status == 0 && printed.status == 0, "keyctl: \(piped.stderr) \(printed.stderr)")
-        #expect(Self.contains(piped.stdout, document.accessToken), "control: the access token is there")
+        #expect(Self.contains(piped.stdout, document.accessToken.unsafeString()), "control: the access token is there")
         #expect(!Self.contains(piped.stdout, refreshToken))
         #expect(!Self.contains(piped.stdout, "rt_"))
         #expect(!printed.stdoutText.contains(refreshToken) && !printed.stdoutText.contains("rt_"))
@@ -265,7 +265,7 @@ import CSeccompTestSupport
         defer { k.cleanup() }
         let id = k.fileIdentity()
         let c = cache()
-        let good = TokenDocument(accessToken: "eyJ.a.\(k.run)", refreshToken: "rt", idToken: "eyJ.i",
+        let good = TokenDocument(accessToken: SecretToken(copying: "eyJ.a.\(k.run)"), refreshToken: "rt", idToken: "eyJ.i",
                                  accountId: "acct", expiresAt: Clock.now() + 3600, email: "e@example.com", plan: "plus")
         c.update(to: good, id, profile)
         #expect(c.lookup(id, profile) == AccessCacheEntry(cacheable: good))
@@ -357,7 +357,7 @@ import CSeccompTestSupport
         let c = cache(diagnostics: said)
         c.fill(KeyringFixture.entry(tag: "small"), id, profile)
         var huge = KeyringFixture.entry(tag: "huge")
-        huge.idToken = String(repeating: "x", count: 32_767)
+        huge.idToken = SecretToken(copying: String(repeating: "x", count: 32_767))
         c.fill(huge, id, profile)
         #expect(k.serial(id, profile) == nil)
         #expect(said.lines == ["access cache: the credential is too large for a kernel key (32767 bytes); not cached"])

@@ -52,8 +52,8 @@ final class KeyringFixture {
     // MARK: entries
 
     static func entry(expiresIn: Int64 = 7200, now: Int64 = Clock.now(), tag: String = "a") -> AccessCacheEntry {
-        AccessCacheEntry(accessToken: "eyJhbGciOiJub25lIn0.access-\(tag).sig", accountId: "acct-\(tag)",
-                         idToken: "eyJhbGciOiJub25lIn0.id-\(tag).sig", expiresAt: now + expiresIn,
+        AccessCacheEntry(accessToken: SecretToken(copying: "eyJhbGciOiJub25lIn0.access-\(tag).sig"), accountId: "acct-\(tag)",
+                         idToken: SecretToken(copying: "eyJhbGciOiJub25lIn0.id-\(tag).sig"), expiresAt: now + expiresIn,
                          email: "\(tag)@example.com", plan: "plus")
     }
 
@@ -114,5 +114,5 @@ extension CachePayload {
         return payload.unsafeArray()
     }
 
-    static func parse(_ bytes: [UInt8]) -> AccessCacheEntry? { bytes.withUnsafeBytes { parse($0) } }
+    static func parse(_ bytes: [UInt8]) -> AccessCacheEntry? { parse(SecretBytes(copying: bytes)) }
 }

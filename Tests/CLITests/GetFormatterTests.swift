@@ -6,22 +6,44 @@ import Testing
     let doc = TokenDocument(accessToken: "tok.en-1", refreshToken: "secret-refresh", idToken: "id.tok", accountId: "acc-9",
                             expiresAt: 1_800_000_000, lastRefresh: 0, email: "e@x.io", plan: "pro")
 
+    /// The answer as text (a test may copy it out; the formatter builds it in guarded memory).
+    func text(_ d: TokenDocument, _ format: OutputFormat) throws -> String {
+        try GetFormatter.format(d, format).unsafeString()
+    }
+
     @Test func everyFormatExactly() throws {
-        #expect(try GetFormatter.format(doc, .token) == "tok.en-1\n")
-        #expect(try GetFormatter.format(doc, .accountId) == "acc-9\n")
-        #expect(try GetFormatter.format(doc, .idToken) == "id.tok\n")
-        #expect(try GetFormatter.format(doc, .header) == "Authorization: Bearer tok.en-1\nChatGPT-Account-ID: acc-9\n")
-        #expect(try GetFormatter.format(doc, .env) == "CHATGPT_ACCESS_TOKEN='tok.en-1'\nCHATGPT_ACCOUNT_ID='acc-9'\n")
-        let json = try GetFormatter.format(doc, .json)
+        #expect(try text(doc, .token) == "tok.en-1\n")
+        #expect(try text(doc, .accountId) == "acc-9\n")
+        #expect(try text(doc, .idToken) == "id.tok\n")
+        #expect(try text(doc, .header) == "Authorization: Bearer tok.en-1\nChatGPT-Account-ID: acc-9\n")
+        #expect(try text(doc, .env) == "CHATGPT_ACCESS_TOKEN='tok.en-1'\nCHATGPT_ACCOUNT_ID='acc-9'\n")
+        let json = try text(doc, .json)
         #expect(json == #"{"access_token":"tok.en-1","account_id":"acc-9","expires_at":"2027-01-15T08:00:00Z","email":"e@x.io","plan":"pro"}"# + "\n")
         #expect(!json.contains("secret-refresh"))
+    }
+
+    /// Each answer is built into a buffer of exactly its size: no region is made and dropped
+    /// while it grows (each costs a mapping on the hot path).
+    @Test func answersAreBuiltInOneBufferOfExactlyTheirSize() throws {
+        for format in [OutputFormat.token, .idToken, .json, .header, .env] {
+            let answer = try GetFormatter.format(doc, format)
+            #expect(answer.capacity == answer.count, "\(format)")
+        }
+    }
+
+    /// A quote is token-safe: `--env` quotes it the way `shellQuote` quotes a String.
+    @Test func envQuotesAQuoteInTheToken() throws {
+        var quoted = doc
+        quoted.accessToken = "it's"
+        #expect(try text(quoted, .env) == "CHATGPT_ACCESS_TOKEN='it'\\''s'\nCHATGPT_ACCOUNT_ID='acc-9'\n")
+        #expect(try text(quoted, .env).hasPrefix("CHATGPT_ACCESS_TOKEN=" + GetFormatter.shellQuote("it's") + "\n"))
     }
 
     @Test func refusesUnsafeValues() {
         var bad = doc
         bad.accessToken = "a\u{1b}[2Jb"
         #expect(throws: CredentialError.storeCorrupt("the stored access token contains characters a token cannot have; sign in again: chatgpt-credential login")) {
-            try GetFormatter.format(bad, .token)
+            _ = try GetFormatter.format(bad, .token)
         }
         #expect(GetFormatter.shellQuote("it's") == "'it'\\''s'")
     }

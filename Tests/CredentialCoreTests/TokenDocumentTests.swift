@@ -4,7 +4,7 @@ import Testing
 
 @Suite struct TokenDocumentTests {
     private func parse(_ text: String) throws -> TokenDocument {
-        try TokenDocument.parse(Array(text.utf8), origin: "test")
+        try TokenDocument.parse(SecretBytes(copying: text.utf8), origin: "test")
     }
 
     @Test func roundTrip() throws {

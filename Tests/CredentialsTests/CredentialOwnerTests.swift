@@ -11,19 +11,19 @@ import TestSupport
 /// (`during`), as another program would between our read and our write.
 final class ScriptedRefresher: TokenRefreshing {
     var answers: [RefreshResult]
-    var seen: [String] = []
+    var seen: [SecretToken] = []
     var during: () -> Void = {}
     init(_ answers: [RefreshResult]) { self.answers = answers }
-    func refresh(refreshToken: String) -> RefreshResult {
+    func refresh(refreshToken: SecretToken) -> RefreshResult {
         seen.append(refreshToken)
         during()
         return answers.isEmpty ? .unavailable(reason: "script exhausted") : answers.removeFirst()
     }
 }
 
-func jwt(exp: Int64, account: String = "acct-1") -> String {
+func jwt(exp: Int64, account: String = "acct-1") -> SecretToken {
     let payload = #"{"exp":\#(exp),"email":"a@b.c","https://api.openai.com/auth":{"chatgpt_account_id":"\#(account)","chatgpt_plan_type":"pro"}}"#
-    return "eyJhbGciOiJub25lIn0." + Base64.encode(Array(payload.utf8), alphabet: .urlSafe, padded: false) + ".sig"
+    return SecretToken(copying: "eyJhbGciOiJub25lIn0." + Base64.encode(Array(payload.utf8), alphabet: .urlSafe, padded: false) + ".sig")
 }
 
 /// Two memory stores behind a real `StoreSelector` and a real `ProfileLock` in a throwaway directory.
@@ -46,7 +46,7 @@ final class OwnerWorld {
 
     func selector() -> StoreSelector {
         StoreSelector(choice: choice, secretService: { self.secretService }, file: { self.file },
-                      fileHolds: { (try? self.file.read($0)).flatMap { $0 } != nil },
+                      fileHolds: { (try? self.file.readBytes($0)).flatMap { $0 } != nil },
                       probe: { self.secretService.locked ? .locked("locked") : .available })
     }
 
@@ -70,7 +70,7 @@ final class OwnerWorld {
     func stored(_ store: MemoryStore? = nil) throws -> TokenDocument? { try (store ?? primary).load(profile) }
 }
 
-func rotation(expiresIn: Int64, refresh: String = "rt-1", now: Int64 = 1_800_000_000, sendExpiresIn: Int64? = nil) -> RefreshResult {
+func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_800_000_000, sendExpiresIn: Int64? = nil) -> RefreshResult {
     .rotated(RefreshedTokens(accessToken: jwt(exp: now + expiresIn), refreshToken: refresh, idToken: nil, expiresIn: sendExpiresIn))
 }
 
@@ -154,12 +154,12 @@ func rotation(expiresIn: Int64, refresh: String = "rt-1", now: Int64 = 1_800_000
     @Test func transientFailureKeepsDocumentFallsBackAndIsShared() throws {
         let w = OwnerWorld()
         let doc = try w.seed(expiresIn: 120)
-        let before = try w.file.read(w.profile)
+        let before = try w.file.readBytes(w.profile)
         let r = ScriptedRefresher([.unavailable(reason: "HTTP 500")])
         let fresh = try w.owner(r).fresh(Freshness())
         #expect(fresh.document == doc)
         #expect(fresh.notices.first?.hasPrefix("notice: could not refresh the token (HTTP 500)") == true)
-        #expect(try w.file.read(w.profile) == before)
+        #expect(try w.file.readBytes(w.profile) == before)
         // The outcome is recorded beside the lock: the next caller does not ask the issuer.
         #expect(throws: CredentialError.temporary("could not refresh the token: HTTP 500; the issuer is not asked again for 15 s")) {
             try w.owner(r).fresh(Freshness(minTTL: 600, requiredTTL: 600))
@@ -321,19 +321,19 @@ func rotation(expiresIn: Int64, refresh: String = "rt-1", now: Int64 = 1_800_000
         let store = try w.owner(ScriptedRefresher([])).replace(with: newer) { notices.append($0) }
         #expect(store === w.secretService)
         #expect(try w.stored(w.secretService) == newer)
-        #expect(try w.file.read(w.profile) == nil)
+        #expect(try w.file.readBytes(w.profile) == nil)
         #expect(notices.isEmpty)
     }
 
     @Test func eraseRemovesEveryCopyDamagedIncludedAndRevokesOnce() throws {
         let w = OwnerWorld()
         try w.seed(expiresIn: 3600, in: w.secretService)
-        try w.file.write(w.profile, secret: Array("not a document".utf8))
-        var revoked: [String] = []
+        try w.file.write(w.profile, bytes: Array("not a document".utf8))
+        var revoked: [SecretToken] = []
         let erasure = try w.owner(ScriptedRefresher([])).erase(revoke: { revoked.append($0); return nil })
         #expect(erasure.removed.map(\.kind) == [.secretService, .file])
         #expect(revoked == ["rt-0"])
-        #expect(try w.secretService.read(w.profile) == nil && w.file.read(w.profile) == nil)
+        #expect(try w.secretService.readBytes(w.profile) == nil && w.file.readBytes(w.profile) == nil)
         // Erasing what is already gone is no error.
         #expect(try w.owner(ScriptedRefresher([])).erase(revoke: nil).removed.isEmpty)
     }
@@ -343,11 +343,11 @@ func rotation(expiresIn: Int64, refresh: String = "rt-1", now: Int64 = 1_800_000
         var doc = try w.seed(expiresIn: 3600)
         doc.importedFrom = "codex"
         try w.file.save(doc, for: w.profile)
-        var revoked: [String] = []
+        var revoked: [SecretToken] = []
         let erasure = try w.owner(ScriptedRefresher([])).erase(revoke: { revoked.append($0); return nil })
         #expect(revoked.isEmpty)
         #expect(erasure.notices == ["notice: the refresh token was not revoked: it came from Codex, which may still use the same session (sign out there with: codex logout)"])
-        #expect(try w.file.read(w.profile) == nil)
+        #expect(try w.file.readBytes(w.profile) == nil)
     }
 
     @Test func eraseNamesTheCopyItCouldNotRemoveAndRemovesTheRest() throws {
@@ -358,9 +358,9 @@ func rotation(expiresIn: Int64, refresh: String = "rt-1", now: Int64 = 1_800_000
         #expect(throws: CredentialError.keyringLocked("erased the copy in memory:file:default, but the copy in memory:secret-service:default remains: the test keyring is locked")) {
             try w.owner(ScriptedRefresher([])).erase(revoke: nil)
         }
-        #expect(try w.file.read(w.profile) == nil)
+        #expect(try w.file.readBytes(w.profile) == nil)
         w.secretService.locked = false
-        #expect(try w.secretService.read(w.profile) != nil)
+        #expect(try w.secretService.readBytes(w.profile) != nil)
     }
 
     @Test func aKeyringThatDoesNotAnswerIsNeverNotSignedIn() throws {
@@ -373,7 +373,7 @@ func rotation(expiresIn: Int64, refresh: String = "rt-1", now: Int64 = 1_800_000
             try w.owner(ScriptedRefresher([])).erase(revoke: nil)
         }
         w.secretService.notAnswering = false
-        #expect(try w.secretService.read(w.profile) != nil)
+        #expect(try w.secretService.readBytes(w.profile) != nil)
     }
 
     @Test func changesAreObservedUnderTheLock() throws {
@@ -383,7 +383,7 @@ func rotation(expiresIn: Int64, refresh: String = "rt-1", now: Int64 = 1_800_000
         var seen: [String] = []
         owner.observe = { change in
             switch change {
-            case .stored(let d, let store): seen.append("stored \(d.refreshToken) in \(store.kind.rawValue)")
+            case .stored(let d, let store): seen.append("stored \(d.refreshToken.unsafeString()) in \(store.kind.rawValue)")
             case .removed(let store): seen.append("removed from \(store.kind.rawValue)")
             }
         }

@@ -4,6 +4,7 @@ import Testing
 @testable import Stores
 @testable import OAuth
 @testable import CredentialCore
+import TestSupport
 
 /// Interoperability of the encrypted-file store with the real `age` tool (Debian's age 1.1.1):
 /// files we write decrypt with `age -d -i`, files `age` writes are read by us, and damage is
@@ -46,7 +47,7 @@ import Testing
 
     @Test(.enabled(if: haveAge)) func ageDecryptsWhatWeWrite() throws {
         let sb = Sandbox(bus: .none)
-        try store(sb).write(.default, secret: secret)
+        try store(sb).write(.default, bytes: secret)
         let path = sb.dataDir + "/default.age"
         let r = Harness.run(Self.age, ["-d", "-i", sb.configDir + "/identity", path], env: sb.env)
         #expect(r.status == 0, "age -d failed: \(r.stderr)")
@@ -76,25 +77,25 @@ import Testing
         // age creates its output 0644 under the usual umask: we refuse that until it is fixed.
         chmod(path, 0o644)
         let before = bytes(path)
-        expectError({ $0 == .permissionsTooOpen(path: path) }) { _ = try store(sb).read(.default) }
+        expectError({ $0 == .permissionsTooOpen(path: path) }) { _ = try store(sb).readBytes(.default) }
         #expect(bytes(path) == before)
         chmod(path, 0o600)
-        #expect(try store(sb).read(.default) == secret)
+        #expect(try store(sb).readBytes(.default) == secret)
 
         let other = sb.dataDir + "/other.age"
         let enc2 = Harness.run(Self.age, ["-e", "-i", idPath, "-o", other], env: sb.env, stdin: secret)
         #expect(enc2.status == 0, "age -e -i: \(enc2.stderr)")
         chmod(other, 0o600)
-        #expect(try store(sb).read(try Profile("other")) == secret)
+        #expect(try store(sb).readBytes(try Profile("other")) == secret)
         // And our rewrite keeps the age-keygen identity (no second identity appears).
-        try store(sb).write(try Profile("other"), secret: Array("x".utf8))
+        try store(sb).write(try Profile("other"), bytes: Array("x".utf8))
         let r = Harness.run(Self.age, ["-d", "-i", idPath, other], env: sb.env)
         #expect(r.status == 0 && r.stdout == "x")
     }
 
     @Test(.enabled(if: haveAge)) func damageIsTypedAndLeavesTheFileAlone() throws {
         let sb = Sandbox(bus: .none)
-        try store(sb).write(.default, secret: secret) // creates our identity
+        try store(sb).write(.default, bytes: secret) // creates our identity
         let idPath = sb.configDir + "/identity"
         let recipient = Harness.run(Self.keygen, ["-y", idPath], env: sb.env).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let path = sb.dataDir + "/default.age"
@@ -102,11 +103,11 @@ import Testing
         #expect(enc.status == 0)
         chmod(path, 0o600)
         let good = bytes(path) ?? []
-        #expect(try store(sb).read(.default) == secret)
+        #expect(try store(sb).readBytes(.default) == secret)
 
         func check(_ data: [UInt8], _ matches: (CredentialError) -> Bool, sourceLocation: SourceLocation = #_sourceLocation) {
             put(path, data)
-            expectError(matches, sourceLocation: sourceLocation) { _ = try store(sb).read(.default) }
+            expectError(matches, sourceLocation: sourceLocation) { _ = try store(sb).readBytes(.default) }
             #expect(bytes(path) == data, "file changed", sourceLocation: sourceLocation)
         }
         let corrupt: (CredentialError) -> Bool = { if case .storeCorrupt = $0 { return true }; return false }
@@ -132,33 +133,33 @@ import Testing
         #expect(Harness.run(Self.keygen, ["-o", otherId], env: sb.env).status == 0)
         let savedId = bytes(idPath)!
         put(idPath, bytes(otherId)!)
-        expectError(wrongKey) { _ = try store(sb).read(.default) }
+        expectError(wrongKey) { _ = try store(sb).readBytes(.default) }
         #expect(bytes(path) == good)
         put(idPath, savedId)
 
         // Loose modes.
         chmod(path, 0o644)
-        expectError({ $0 == .permissionsTooOpen(path: path) }) { _ = try store(sb).read(.default) }
-        expectError({ $0 == .permissionsTooOpen(path: path) }) { try store(sb).write(.default, secret: [1]) }
+        expectError({ $0 == .permissionsTooOpen(path: path) }) { _ = try store(sb).readBytes(.default) }
+        expectError({ $0 == .permissionsTooOpen(path: path) }) { try store(sb).write(.default, bytes: [1]) }
         #expect(bytes(path) == good && mode(path) == 0o644)
         chmod(path, 0o600)
         chmod(idPath, 0o644)
-        expectError({ $0 == .permissionsTooOpen(path: idPath) }) { _ = try store(sb).read(.default) }
+        expectError({ $0 == .permissionsTooOpen(path: idPath) }) { _ = try store(sb).readBytes(.default) }
         #expect(bytes(path) == good && bytes(idPath) == savedId)
         chmod(idPath, 0o600)
-        #expect(try store(sb).read(.default) == secret)
+        #expect(try store(sb).readBytes(.default) == secret)
     }
 
     @Test func symlinkAtStorePathRefused() throws {
         let sb = Sandbox(bus: .none)
-        try store(sb).write(try Profile("real"), secret: secret)
+        try store(sb).write(try Profile("real"), bytes: secret)
         let target = sb.dataDir + "/real.age"
         let before = bytes(target)
         let link = sb.dataDir + "/default.age"
         symlink(target, link)
         let failure: (CredentialError) -> Bool = { if case .storeFailure(let m) = $0 { return m.contains("symbolic link") }; return false }
-        expectError(failure) { _ = try store(sb).read(.default) }
-        expectError(failure) { try store(sb).write(.default, secret: [1]) }
+        expectError(failure) { _ = try store(sb).readBytes(.default) }
+        expectError(failure) { try store(sb).write(.default, bytes: [1]) }
         #expect(bytes(target) == before)
         #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: link)) == target)
     }
@@ -169,14 +170,14 @@ import Testing
         let env = ["HOME": sb.env["HOME"]!]
         let old = umask(0)
         defer { umask(old) }
-        try AgeFileStore(environment: env, interactive: false).write(.default, secret: secret)
+        try AgeFileStore(environment: env, interactive: false).write(.default, bytes: secret)
         umask(old)
         let home = env["HOME"]!
         #expect(mode(home + "/.local/share/chatgpt-credential") == 0o700)
         #expect(mode(home + "/.local/share/chatgpt-credential/default.age") == 0o600)
         #expect(mode(home + "/.config/chatgpt-credential") == 0o700)
         #expect(mode(home + "/.config/chatgpt-credential/identity") == 0o600)
-        #expect(try AgeFileStore(environment: env, interactive: false).read(.default) == secret)
+        #expect(try AgeFileStore(environment: env, interactive: false).readBytes(.default) == secret)
     }
 
     /// Runs `age ARGS` under a pseudo-terminal (util-linux `script`), typing `lines` with pauses,
@@ -195,10 +196,10 @@ import Testing
         put(pf, Array("tr0ub4dor &3\n".utf8))
         let env = ["CHATGPT_CREDENTIAL_PASSPHRASE_FILE": pf]
         // Ours -> age -d (default work factor 18, as age -p uses).
-        try store(sb, env).write(.default, secret: secret)
+        try store(sb, env).write(.default, bytes: secret)
         let path = sb.dataDir + "/default.age"
         #expect(bytes(path)?.starts(with: Array("age-encryption.org/v1\n-> scrypt ".utf8)) == true)
-        #expect(try store(sb, env).read(.default) == secret)
+        #expect(try store(sb, env).readBytes(.default) == secret)
         let out = sb.root + "/out"
         let dec = ageOnTTY(sb, ["-d", "-o", out, path], lines: ["tr0ub4dor &3"])
         #expect(dec.status == 0, "age -d: \(dec.stdout) \(dec.stderr)")
@@ -211,10 +212,10 @@ import Testing
         let enc = ageOnTTY(sb, ["-p", "-o", theirs, input], lines: ["tr0ub4dor &3", "tr0ub4dor &3"])
         #expect(enc.status == 0, "age -p: \(enc.stdout) \(enc.stderr)")
         chmod(theirs, 0o600)
-        #expect(try store(sb, env).read(try Profile("fromage")) == secret)
+        #expect(try store(sb, env).readBytes(try Profile("fromage")) == secret)
         put(pf, Array("wrong\n".utf8))
         let before = bytes(theirs)
-        expectError({ if case .wrongKey = $0 { return true }; return false }) { _ = try store(sb, env).read(try Profile("fromage")) }
+        expectError({ if case .wrongKey = $0 { return true }; return false }) { _ = try store(sb, env).readBytes(try Profile("fromage")) }
         #expect(bytes(theirs) == before)
     }
 }

@@ -18,10 +18,10 @@ import Secrets
     @Test func realRefreshRotates() throws {
         let issuer = try TestIssuer()
         let seeded = try issuer.seed(["expires_in": 30, "email": "alice@example.com", "plan": "pro"])
-        let result = try client(issuer).refresh(refreshToken: seeded.refreshToken)
+        let result = try client(issuer).refresh(refreshToken: SecretToken(copying: seeded.refreshToken))
         guard case .rotated(let t) = result else { Issue.record("not rotated: \(result)"); return }
         let access = try #require(t.accessToken)
-        #expect(t.refreshToken != nil && t.refreshToken != seeded.refreshToken)
+        #expect(t.refreshToken != nil && t.refreshToken != SecretToken(copying: seeded.refreshToken))
         #expect(t.idToken != nil)
         let claims = try #require(JWTClaims.decode(access))
         #expect(claims.email == "alice@example.com" && claims.plan == "pro")
@@ -41,8 +41,8 @@ import Secrets
         try issuer.configure(["reuse_status": status])
         let seeded = try issuer.seed()
         let c = try client(issuer, retry: .standard)
-        guard case .rotated(let t) = c.refresh(refreshToken: seeded.refreshToken) else { Issue.record("first refresh failed"); return }
-        #expect(c.refresh(refreshToken: seeded.refreshToken) == .rejected(code: "refresh_token_reused"))
+        guard case .rotated(let t) = c.refresh(refreshToken: SecretToken(copying: seeded.refreshToken)) else { Issue.record("first refresh failed"); return }
+        #expect(c.refresh(refreshToken: SecretToken(copying: seeded.refreshToken)) == .rejected(code: "refresh_token_reused"))
         // the reuse invalidated the family, including the token just issued
         #expect(c.refresh(refreshToken: try #require(t.refreshToken)) == .rejected(code: "refresh_token_invalidated"))
         let stats = try issuer.stats()
@@ -53,7 +53,7 @@ import Secrets
     @Test func expiredRefreshToken() throws {
         let issuer = try TestIssuer()
         let seeded = try issuer.seed(["refresh_expired": true])
-        #expect(try client(issuer).refresh(refreshToken: seeded.refreshToken) == .rejected(code: "refresh_token_expired"))
+        #expect(try client(issuer).refresh(refreshToken: SecretToken(copying: seeded.refreshToken)) == .rejected(code: "refresh_token_expired"))
     }
 
     @Test func scriptedOutageThenSuccessHonoursRetryAfter() throws {
@@ -63,7 +63,7 @@ import Secrets
         var sleeps: [Double] = []
         var policy = RetryPolicy.standard
         policy.sleep = { sleeps.append($0); RetryPolicy.systemSleep(min($0, 1)) }
-        let result = try client(issuer, retry: policy).refresh(refreshToken: seeded.refreshToken)
+        let result = try client(issuer, retry: policy).refresh(refreshToken: SecretToken(copying: seeded.refreshToken))
         guard case .rotated = result else { Issue.record("not rotated: \(result)"); return }
         #expect(sleeps.count == 2)
         #expect(sleeps.last == 1, "Retry-After: 1 was read from the real response")
@@ -108,7 +108,7 @@ import Secrets
         policy.totalBudget = 3
         policy.baseDelay = 0.1
         let start = Date()
-        let result = try client(issuer, total: 1, retry: policy).refresh(refreshToken: seeded.refreshToken)
+        let result = try client(issuer, total: 1, retry: policy).refresh(refreshToken: SecretToken(copying: seeded.refreshToken))
         guard case .unavailable(let reason, _) = result else { Issue.record("\(result)"); return }
         #expect(reason.contains("in time"))
         #expect(Date().timeIntervalSince(start) < 8)
@@ -135,7 +135,7 @@ import Secrets
         let issuer = try TestIssuer()
         try issuer.configure(["faults": [["huge": 10 << 20]]])
         let seeded = try issuer.seed()
-        let result = try client(issuer, retry: .standard).refresh(refreshToken: seeded.refreshToken)
+        let result = try client(issuer, retry: .standard).refresh(refreshToken: SecretToken(copying: seeded.refreshToken))
         guard case .unavailable(let reason, _) = result else { Issue.record("\(result)"); return }
         #expect(reason.contains("larger than"))
         #expect(try issuer.counter("refresh_requests") == 1, "a too-large answer is not retried")
@@ -145,7 +145,7 @@ import Secrets
         let issuer = try TestIssuer()
         try issuer.configure(["faults": [["html": true]]])
         let seeded = try issuer.seed()
-        guard case .unavailable(let reason, _) = try client(issuer).refresh(refreshToken: seeded.refreshToken) else {
+        guard case .unavailable(let reason, _) = try client(issuer).refresh(refreshToken: SecretToken(copying: seeded.refreshToken)) else {
             Issue.record("HTML accepted"); return
         }
         #expect(reason.contains("HTML"))
@@ -156,7 +156,7 @@ import Secrets
         let issuer = try TestIssuer()
         try issuer.configure(["poison": poison])
         let seeded = try issuer.seed()
-        #expect(try client(issuer).refresh(refreshToken: seeded.refreshToken) ==
+        #expect(try client(issuer).refresh(refreshToken: SecretToken(copying: seeded.refreshToken)) ==
                 .unavailable(reason: "the issuer sent a token with unsafe characters; nothing was stored"))
         #expect(try issuer.counter("refresh_success") == 1, "the issuer did answer; the client refused")
     }
@@ -190,7 +190,7 @@ import Secrets
         let issuer = try TestIssuer()
         try issuer.configure(["approve_after": 2, "interval": 3, "interval_as_string": true])
         let c = try client(issuer)
-        let device = try c.requestDeviceCode()
+        let device = try c.requestDeviceCode(for: .default)
         #expect(device.interval == 3)
         #expect(device.verificationURL == issuer.url + "/codex/device")
         #expect(try c.pollDeviceToken(device) == .pending)
@@ -206,7 +206,7 @@ import Secrets
     @Test func deviceFlowDisabled() throws {
         let issuer = try TestIssuer()
         try issuer.configure(["device_disabled": true])
-        #expect(throws: CredentialError.loginFailed(IssuerClient.deviceNotEnabledMessage)) { try client(issuer).requestDeviceCode() }
+        #expect(throws: CredentialError.loginFailed(IssuerClient.deviceNotEnabledMessage(.default))) { try client(issuer).requestDeviceCode(for: .default) }
     }
 
     @Test func browserFlowWithPKCE() throws {
@@ -266,9 +266,9 @@ import Secrets
         let issuer = try TestIssuer()
         let seeded = try issuer.seed()
         let c = try client(issuer)
-        #expect(c.revoke(refreshToken: seeded.refreshToken))
+        #expect(c.revoke(refreshToken: SecretToken(copying: seeded.refreshToken)))
         #expect(try issuer.stats()["last_revoked_token"] as? String == seeded.refreshToken)
-        #expect(c.refresh(refreshToken: seeded.refreshToken) == .rejected(code: "refresh_token_invalidated"))
+        #expect(c.refresh(refreshToken: SecretToken(copying: seeded.refreshToken)) == .rejected(code: "refresh_token_invalidated"))
     }
 }
 

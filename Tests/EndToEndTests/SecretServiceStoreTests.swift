@@ -4,6 +4,7 @@ import CLI
 import Stores
 import OAuth
 import CredentialCore
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -36,30 +37,30 @@ struct SecretServiceStoreTests {
         let profile = try Profile(name)
         defer { _ = try? store.delete(profile) }
 
-        #expect(try store.read(profile) == nil)
+        #expect(try store.readBytes(profile) == nil)
 
         let first = document("a1-\(UInt32.random(in: 0...UInt32.max))")
-        try store.write(profile, secret: first)
+        try store.write(profile, bytes: first)
         let afterFirst = secretToolSearch(name)
         #expect(afterFirst.raw.status == 0, "secret-tool: \(afterFirst.raw.stderr)")
         try #require(afterFirst.items.count == 1, "items: \(afterFirst.items)")
         #expect(afterFirst.items[0].label == "ChatGPT credential (\(name))")
         #expect(afterFirst.items[0].secret == String(decoding: first, as: UTF8.self))
         #expect(afterFirst.attributes == ["attribute.profile = \(name)", "attribute.service = chatgpt-credential"])
-        #expect(try store.read(profile) == first)
+        #expect(try store.readBytes(profile) == first)
         #expect(try store.profiles().contains(name))
 
         let second = document("a2-\(UInt32.random(in: 0...UInt32.max))")
-        try store.write(profile, secret: second)
+        try store.write(profile, bytes: second)
         let afterSecond = secretToolSearch(name)
         try #require(afterSecond.items.count == 1, "a second write must replace, not add: \(afterSecond.items)")
         #expect(afterSecond.items[0].path == afterFirst.items[0].path)
         #expect(afterSecond.items[0].secret == String(decoding: second, as: UTF8.self))
-        #expect(try store.read(profile) == second)
+        #expect(try store.readBytes(profile) == second)
 
         #expect(try store.delete(profile) == true)
         #expect(secretToolSearch(name).items.isEmpty)
-        #expect(try store.read(profile) == nil)
+        #expect(try store.readBytes(profile) == nil)
         #expect(try store.delete(profile) == false)
         #expect(try !store.profiles().contains(name))
     }
@@ -74,9 +75,9 @@ struct SecretServiceStoreTests {
         let created = Harness.run("/usr/bin/secret-tool", ["store", "--label=other", "service", "chatgpt-credential", "profile", name],
                                   env: ProcessInfo.processInfo.environment, stdin: Array("old".utf8), timeout: 20)
         try #require(created.status == 0, "secret-tool store: \(created.stderr)")
-        #expect(try store.read(profile) == Array("old".utf8))
+        #expect(try store.readBytes(profile) == Array("old".utf8))
         let fresh = document("f-\(UInt32.random(in: 0...UInt32.max))")
-        try store.write(profile, secret: fresh)
+        try store.write(profile, bytes: fresh)
         let seen = secretToolSearch(name)
         try #require(seen.items.count == 1, "items: \(seen.items)")
         #expect(seen.items[0].label == "ChatGPT credential (\(name))")
@@ -243,8 +244,8 @@ struct SecretServiceChild {
         let start = Clock.monotonicMillis()
         do {
             switch op {
-            case "read": result = try store.read(profile).map { "bytes " + String(decoding: $0, as: UTF8.self) } ?? "nil"
-            case "write": try store.write(profile, secret: Array((env["CCRED_STORE_SECRET"] ?? "").utf8)); result = "done"
+            case "read": result = try store.readBytes(profile).map { "bytes " + String(decoding: $0, as: UTF8.self) } ?? "nil"
+            case "write": try store.write(profile, bytes: Array((env["CCRED_STORE_SECRET"] ?? "").utf8)); result = "done"
             case "delete": result = "deleted \(try store.delete(profile))"
             case "profiles": result = "profiles " + (try store.profiles()).joined(separator: ",")
             case "probe":

@@ -75,23 +75,23 @@ private let storedDoc = TokenDocument(accessToken: "tok.en.value", refreshToken:
     // MARK: answers
 
     @Test func getAnswerIsExact() throws {
-        #expect(try DockerCredentialProtocol.getAnswer(serverURL: "https://chatgpt.com", document: storedDoc)
+        #expect(try DockerCredentialProtocol.getAnswer(serverURL: "https://chatgpt.com", document: storedDoc, profile: .default).unsafeString()
             == #"{"ServerURL":"https://chatgpt.com","Username":"acct-123","Secret":"tok.en.value"}"# + "\n")
         // The URL is echoed as given, JSON-escaped.
-        #expect(try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com/\"x\\", document: storedDoc)
+        #expect(try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com/\"x\\", document: storedDoc, profile: .default).unsafeString()
             == #"{"ServerURL":"chatgpt.com/\"x\\","Username":"acct-123","Secret":"tok.en.value"}"# + "\n")
     }
 
     @Test func getAnswerRefusesUnsafeStoredValues() {
         for access in ["", "a\nb", "a\"b c", "t\u{0}"] {
-            let d = TokenDocument(accessToken: access, refreshToken: "r", accountId: "acct")
+            let d = TokenDocument(accessToken: SecretToken(copying: access), refreshToken: "r", accountId: "acct")
             #expect(throws: CredentialError.storeCorrupt("the stored access token contains characters that cannot be sent; sign in again: chatgpt-credential login")) {
-                try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com", document: d)
+                _ = try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com", document: d, profile: .default)
             }
         }
         let d = TokenDocument(accessToken: "tok", refreshToken: "r", accountId: "acct\n")
         #expect(throws: CredentialError.storeCorrupt("the stored account id contains characters that cannot be sent; sign in again: chatgpt-credential login")) {
-            try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com", document: d)
+            _ = try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com", document: d, profile: .default)
         }
     }
 

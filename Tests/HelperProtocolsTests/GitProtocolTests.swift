@@ -6,13 +6,13 @@ import Testing
 private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 
 private func doc(access: String = "tok.en.value", account: String = "acct-123", exp: Int64 = 1_900_000_000) -> TokenDocument {
-    TokenDocument(accessToken: access, refreshToken: "refresh-1", accountId: account, expiresAt: exp)
+    TokenDocument(accessToken: SecretToken(copying: access), refreshToken: "refresh-1", accountId: account, expiresAt: exp)
 }
 
 /// The whole `get` path as the CLI runs it: parse, decide, format.
 private func getOutput(_ input: String, document: TokenDocument = doc()) throws -> String? {
     let request = try GitCredentialProtocol.parse(bytes(input))
-    return try GitCredentialProtocol.answer(for: request, document: document)
+    return try GitCredentialProtocol.answer(for: request, document: document, profile: .default)?.unsafeString()
 }
 
 @Suite struct GitProtocolTests {
@@ -42,7 +42,7 @@ private func getOutput(_ input: String, document: TokenDocument = doc()) throws 
     @Test func emptyInputIsAnEmptyRequestAndNoAnswer() throws {
         let r = try GitCredentialProtocol.parse([])
         #expect(r == GitCredentialRequest())
-        #expect(try GitCredentialProtocol.answer(for: r, document: doc()) == nil)
+        #expect(try GitCredentialProtocol.answer(for: r, document: doc(), profile: .default) == nil)
     }
 
     @Test func stopsAtBlankLine() throws {

@@ -35,11 +35,11 @@ private func codexFile(accountId: String? = "acct-in-file", lastRefresh: String 
     // MARK: accepted shapes
 
     @Test func importsCodexAuthFile() throws {
-        let r = try TokenImport.parse(SecretBytes(copying: bytes(codexFile())), now: now + 10_000_000)
+        let r = try TokenImport.parse(SecretBytes(copying: bytes(codexFile())), profile: .default, now: now + 10_000_000)
         #expect(r.format == .codexAuthFile)
-        #expect(r.document.accessToken == accessJWT)
+        #expect(r.document.accessToken == SecretToken(copying: accessJWT))
         #expect(r.document.refreshToken == "rt_abc-123.XYZ")
-        #expect(r.document.idToken == idJWT)
+        #expect(r.document.idToken == SecretToken(copying: idJWT))
         #expect(r.document.accountId == "acct-in-file") // the file's account id wins over claims
         #expect(r.document.expiresAt == 1_900_000_000)
         #expect(r.document.email == "ann@example.com")
@@ -49,25 +49,25 @@ private func codexFile(accountId: String? = "acct-in-file", lastRefresh: String 
     }
 
     @Test func codexFileWithoutAccountIdTakesItFromClaims() throws {
-        let r = try TokenImport.parse(SecretBytes(copying: bytes(codexFile(accountId: nil, authMode: "chatgpt"))), now: now)
+        let r = try TokenImport.parse(SecretBytes(copying: bytes(codexFile(accountId: nil, authMode: "chatgpt"))), profile: .default, now: now)
         #expect(r.document.accountId == "acct-from-access")
         // Codex writes `"account_id": null` too.
         let withNull = codexFile(accountId: nil).replacingFirst(#""refresh_token": "rt_abc-123.XYZ""#,
                                                                 #""refresh_token": "rt_abc-123.XYZ", "account_id": null"#)
-        #expect(try TokenImport.parse(SecretBytes(copying: bytes(withNull)), now: now).document.accountId == "acct-from-access")
+        #expect(try TokenImport.parse(SecretBytes(copying: bytes(withNull)), profile: .default, now: now).document.accountId == "acct-from-access")
     }
 
     /// Importing is not refreshing: an unusable last_refresh is unknown (0), never "just now",
     /// so the 60 s no-refresh-loop guard does not hold back the first refresh.
     @Test func lastRefreshInTheFutureOrInvalidBecomesUnknown() throws {
-        #expect(try TokenImport.parse(SecretBytes(copying: bytes(codexFile(lastRefresh: "2099-01-01T00:00:00Z"))), now: now).document.lastRefresh == 0)
-        #expect(try TokenImport.parse(SecretBytes(copying: bytes(codexFile(lastRefresh: "yesterday"))), now: now).document.lastRefresh == 0)
+        #expect(try TokenImport.parse(SecretBytes(copying: bytes(codexFile(lastRefresh: "2099-01-01T00:00:00Z"))), profile: .default, now: now).document.lastRefresh == 0)
+        #expect(try TokenImport.parse(SecretBytes(copying: bytes(codexFile(lastRefresh: "yesterday"))), profile: .default, now: now).document.lastRefresh == 0)
     }
 
     @Test func importsPlainTokens() throws {
-        let r = try TokenImport.parse(SecretBytes(copying: bytes(#"{"access_token":"\#(accessJWT)","refresh_token":"rt_1","id_token":"\#(idJWT)"}"#)), now: now)
+        let r = try TokenImport.parse(SecretBytes(copying: bytes(#"{"access_token":"\#(accessJWT)","refresh_token":"rt_1","id_token":"\#(idJWT)"}"#)), profile: .default, now: now)
         #expect(r.format == .tokens)
-        var expected = TokenDocument.fromTokens(accessToken: accessJWT, refreshToken: "rt_1", idToken: idJWT, now: now)
+        var expected = TokenDocument.fromTokens(accessToken: SecretToken(copying: accessJWT), refreshToken: "rt_1", idToken: SecretToken(copying: idJWT), now: now)
         expected.lastRefresh = 0 // a bare token set says nothing of when it was refreshed
         #expect(r.document == expected)
         #expect(r.document.accountId == "acct-from-access")
@@ -76,14 +76,14 @@ private func codexFile(accountId: String? = "acct-in-file", lastRefresh: String 
 
     @Test func importsAnIssuerTokenResponseAsIs() throws {
         let body = #"{"access_token":"\#(accessJWT)","token_type":"Bearer","expires_in":3600,"refresh_token":"rt_2","scope":"openid","id_token":null}"#
-        let r = try TokenImport.parse(SecretBytes(copying: bytes(body)), now: now)
+        let r = try TokenImport.parse(SecretBytes(copying: bytes(body)), profile: .default, now: now)
         #expect(r.document.refreshToken == "rt_2")
         #expect(r.document.idToken == "")
         #expect(r.document.expiresAt == 1_900_000_000)
     }
 
     @Test func opaqueTokensAreAccepted() throws {
-        let r = try TokenImport.parse(SecretBytes(copying: bytes(#"{"access_token":"opaque","refresh_token":"r"}"#)), now: now)
+        let r = try TokenImport.parse(SecretBytes(copying: bytes(#"{"access_token":"opaque","refresh_token":"r"}"#)), profile: .default, now: now)
         #expect(r.document.accessToken == "opaque")
         #expect(r.document.accountId == "")
         #expect(r.document.expiresAt == 0)
@@ -93,9 +93,9 @@ private func codexFile(accountId: String? = "acct-in-file", lastRefresh: String 
         var text = #"{"access_token":"a","refresh_token":"r"}"#
         text += String(repeating: " ", count: 65536 - text.utf8.count)
         #expect(text.utf8.count == 65536)
-        #expect(try TokenImport.parse(SecretBytes(copying: bytes(text)), now: now).document.refreshToken == "r")
+        #expect(try TokenImport.parse(SecretBytes(copying: bytes(text)), profile: .default, now: now).document.refreshToken == "r")
         #expect(throws: CredentialError.badInput("store: the input is larger than 64 KiB")) {
-            try TokenImport.parse(SecretBytes(copying: bytes(text + " ")), now: now)
+            try TokenImport.parse(SecretBytes(copying: bytes(text + " ")), profile: .default, now: now)
         }
     }
 
@@ -141,30 +141,30 @@ private func codexFile(accountId: String? = "acct-in-file", lastRefresh: String 
     @Test(arguments: 0..<badInputs.count)
     func rejectsWithReason(_ index: Int) {
         let (input, reason) = Self.badInputs[index]
-        #expect(throws: CredentialError.badInput(reason)) { try TokenImport.parse(SecretBytes(copying: bytes(input)), now: now) }
+        #expect(throws: CredentialError.badInput(reason)) { try TokenImport.parse(SecretBytes(copying: bytes(input)), profile: .default, now: now) }
     }
 
     @Test func rejectsTenMegabytes() {
         let huge = bytes(#"{"access_token":""#) + [UInt8](repeating: 0x61, count: 10 * 1024 * 1024) + bytes(#"","refresh_token":"r"}"#)
-        #expect(throws: CredentialError.badInput("store: the input is larger than 64 KiB")) { try TokenImport.parse(SecretBytes(copying: huge), now: now) }
+        #expect(throws: CredentialError.badInput("store: the input is larger than 64 KiB")) { try TokenImport.parse(SecretBytes(copying: huge), profile: .default, now: now) }
     }
 
     @Test func rejectsBinaryGarbage() {
         var seed: UInt32 = 7
         let garbage: [UInt8] = (0..<2048).map { _ in seed = seed &* 1_103_515_245 &+ 12345; return UInt8(truncatingIfNeeded: seed >> 16) }
         #expect(throws: CredentialError.badInput("store: the input is not JSON (expected a key at byte 1)")) {
-            try TokenImport.parse(SecretBytes(copying: [0x7B] + garbage), now: now)
+            try TokenImport.parse(SecretBytes(copying: [0x7B] + garbage), profile: .default, now: now)
         }
         // The offset is where the parser noticed (the end of the string), not the bad byte (17).
         #expect(throws: CredentialError.badInput("store: the input is not JSON (invalid UTF-8 at byte 20)")) {
-            try TokenImport.parse(SecretBytes(copying: bytes(#"{"access_token":""#) + [0xFF, 0xFE] + bytes(#"","refresh_token":"r"}"#)), now: now)
+            try TokenImport.parse(SecretBytes(copying: bytes(#"{"access_token":""#) + [0xFF, 0xFE] + bytes(#"","refresh_token":"r"}"#)), profile: .default, now: now)
         }
     }
 
     @Test func everyReasonIsOneLineAndExitCode2() {
         for (input, _) in Self.badInputs {
             do {
-                _ = try TokenImport.parse(SecretBytes(copying: bytes(input)), now: now)
+                _ = try TokenImport.parse(SecretBytes(copying: bytes(input)), profile: .default, now: now)
                 Issue.record("accepted \(input)")
             } catch let e as CredentialError {
                 #expect(e.exitCode == 2)
@@ -176,7 +176,7 @@ private func codexFile(accountId: String? = "acct-in-file", lastRefresh: String 
     @Test func errorsNeverEchoTheSecret() {
         let secret = "rt_SECRET_VALUE"
         do {
-            _ = try TokenImport.parse(SecretBytes(copying: bytes(#"{"access_token":"a b","refresh_token":"\#(secret)"}"#)), now: now)
+            _ = try TokenImport.parse(SecretBytes(copying: bytes(#"{"access_token":"a b","refresh_token":"\#(secret)"}"#)), profile: .default, now: now)
             Issue.record("accepted")
         } catch let e as CredentialError {
             #expect(!e.message.contains(secret))

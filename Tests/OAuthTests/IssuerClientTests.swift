@@ -193,7 +193,7 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
     @Test func rotatesAndSendsTheWireBody() throws {
         let (client, t) = try makeClient([.json(200, goodTokens)])
         #expect(client.refresh(refreshToken: "rt_old") ==
-                .rotated(RefreshedTokens(accessToken: goodAccess, refreshToken: "rt_new", idToken: "id.tok.en")))
+                .rotated(RefreshedTokens(accessToken: SecretToken(copying: goodAccess), refreshToken: "rt_new", idToken: "id.tok.en")))
         let r = try #require(t.requests.first)
         #expect(r.method == "POST" && r.url == issuerURL + "/oauth/token")
         #expect(r.header("content-type") == "application/json")
@@ -206,7 +206,7 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
 
     @Test func partialAnswerKeepsOptionals() throws {
         let (client, _) = try makeClient([.json(200, #"{"access_token":"\#(goodAccess)"}"#)])
-        #expect(client.refresh(refreshToken: "x") == .rotated(RefreshedTokens(accessToken: goodAccess, refreshToken: nil, idToken: nil)))
+        #expect(client.refresh(refreshToken: "x") == .rotated(RefreshedTokens(accessToken: SecretToken(copying: goodAccess), refreshToken: nil, idToken: nil)))
         let (c2, _) = try makeClient([.json(200, #"{"token_type":"Bearer"}"#)])
         guard case .unavailable = c2.refresh(refreshToken: "x") else { Issue.record("empty answer accepted"); return }
     }
@@ -402,7 +402,7 @@ final class SlowTransport: HTTPTransport {
     @Test func formBodyAndGrant() throws {
         let (client, t) = try makeClient([.json(200, goodTokens)])
         let grant = try client.exchangeCode(code: "ac 1", verifier: "ver", redirectURI: "http://localhost:1455/auth/callback")
-        #expect(grant == TokenGrant(accessToken: goodAccess, refreshToken: "rt_new", idToken: "id.tok.en"))
+        #expect(grant == TokenGrant(accessToken: SecretToken(copying: goodAccess), refreshToken: "rt_new", idToken: "id.tok.en"))
         let r = try #require(t.requests.first)
         #expect(r.header("content-type") == "application/x-www-form-urlencoded")
         let pairs = try #require(FormEncoding.decode(String(decoding: r.body, as: UTF8.self)))
@@ -448,7 +448,7 @@ final class SlowTransport: HTTPTransport {
     @Test(arguments: [#""5""#, "5", "5.0"])
     func intervalAsStringOrNumber(_ interval: String) throws {
         let (client, t) = try makeClient([.json(200, #"{"device_auth_id":"da_1","user_code":"ABCD-EFGH","interval":\#(interval)}"#)])
-        let d = try client.requestDeviceCode()
+        let d = try client.requestDeviceCode(for: .default)
         #expect(d == DeviceCode(deviceAuthId: "da_1", userCode: "ABCD-EFGH", interval: 5,
                                 verificationURL: issuerURL + "/codex/device"))
         #expect(t.requests.first?.url == issuerURL + "/api/accounts/deviceauth/usercode")
@@ -457,22 +457,22 @@ final class SlowTransport: HTTPTransport {
 
     @Test func usercodeSpellingAndIntervalBounds() throws {
         let (client, _) = try makeClient([.json(200, #"{"device_auth_id":"da_1","usercode":"XY-12","interval":"0"}"#)])
-        let d = try client.requestDeviceCode()
+        let d = try client.requestDeviceCode(for: .default)
         #expect(d.userCode == "XY-12" && d.interval == 1)
         let (c2, _) = try makeClient([.json(200, #"{"device_auth_id":"da_1","user_code":"XY-12"}"#)])
-        #expect(try c2.requestDeviceCode().interval == 5)
+        #expect(try c2.requestDeviceCode(for: .default).interval == 5)
         let (c3, _) = try makeClient([.json(200, #"{"device_auth_id":"da_1","user_code":"XY-12","interval":"soon"}"#)])
-        #expect(try c3.requestDeviceCode().interval == 5)
+        #expect(try c3.requestDeviceCode(for: .default).interval == 5)
     }
 
     @Test func notEnabled() throws {
         let (client, _) = try makeClient([.json(404, #"{"error":{"code":"not_found"}}"#)])
-        #expect(throws: CredentialError.loginFailed(IssuerClient.deviceNotEnabledMessage)) { try client.requestDeviceCode() }
+        #expect(throws: CredentialError.loginFailed(IssuerClient.deviceNotEnabledMessage(.default))) { try client.requestDeviceCode(for: .default) }
     }
 
     @Test func unsafeUserCode() throws {
         let (client, _) = try makeClient([.json(200, #"{"device_auth_id":"da_1","user_code":"\u001b]52;c;evil\u0007","interval":5}"#)])
-        #expect(throws: CredentialError.loginFailed("the issuer sent a device code with unsafe characters")) { try client.requestDeviceCode() }
+        #expect(throws: CredentialError.loginFailed("the issuer sent a device code with unsafe characters")) { try client.requestDeviceCode(for: .default) }
     }
 
     @Test func pollOutcomes() throws {
@@ -533,10 +533,10 @@ final class SlowTransport: HTTPTransport {
 @Suite struct DeviceCodeExpiryTests {
     @Test func expiresInIsReadAndBounded() throws {
         let (c1, _) = try makeClient([.json(200, #"{"device_auth_id":"da_1","user_code":"AB-CD","interval":5,"expires_in":"600"}"#)])
-        #expect(try c1.requestDeviceCode().expiresIn == 600)
+        #expect(try c1.requestDeviceCode(for: .default).expiresIn == 600)
         let (c2, _) = try makeClient([.json(200, #"{"device_auth_id":"da_1","user_code":"AB-CD","interval":5,"expires_in":99999}"#)])
-        #expect(try c2.requestDeviceCode().expiresIn == 3600)
+        #expect(try c2.requestDeviceCode(for: .default).expiresIn == 3600)
         let (c3, _) = try makeClient([.json(200, #"{"device_auth_id":"da_1","user_code":"AB-CD","interval":5}"#)])
-        #expect(try c3.requestDeviceCode().expiresIn == nil)
+        #expect(try c3.requestDeviceCode(for: .default).expiresIn == nil)
     }
 }

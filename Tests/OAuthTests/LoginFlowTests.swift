@@ -9,6 +9,7 @@ final class RecordingConsole: Console {
     let tty: Bool
     init(tty: Bool = false) { self.tty = tty }
     func out(_ text: String) { Issue.record("login must not write to stdout: \(text)") }
+    func out(_ secret: borrowing SecretBytes) { Issue.record("login must not write to stdout (\(secret.count) bytes)") }
     func err(_ line: String) { lines.append(line) }
     func readInput(limit: Int) throws -> SecretBytes { SecretBytes() }
     func readSome(_ max: Int) throws -> [UInt8] { [] }
@@ -64,7 +65,7 @@ final class RecordingConsole: Console {
     func clipboardOnlyOnATerminalAndOnlyTheCode(tty: Bool) throws {
         let (c, t) = try client([usercode, pending, approved, .json(200, goodTokens)])
         let console = RecordingConsole(tty: tty)
-        let grant = try DeviceCodeFlow(client: c, console: console, interrupt: nil).run()
+        let grant = try DeviceCodeFlow(client: c, console: console, interrupt: nil, profile: .default).run()
         #expect(grant.refreshToken == "rt_new")
         let osc = "\u{1B}]52;c;" + Base64.encode(Array("ABCD-EFGH".utf8), alphabet: .standard, padded: true) + "\u{07}"
         #expect(console.text.contains(osc) == tty)
@@ -80,7 +81,7 @@ final class RecordingConsole: Console {
     @Test func slowDownAddsToTheInterval() throws {
         let slow = ScriptedTransport.Outcome.json(400, #"{"error":"slow_down"}"#)
         let (c, _) = try client([usercode, slow, approved, .json(200, goodTokens)])
-        var flow = DeviceCodeFlow(client: c, console: RecordingConsole(), interrupt: nil)
+        var flow = DeviceCodeFlow(client: c, console: RecordingConsole(), interrupt: nil, profile: .default)
         flow.slowDownStep = 0.3
         let start = Clock.monotonicMillis()
         _ = try flow.run()
@@ -90,7 +91,7 @@ final class RecordingConsole: Console {
     @Test func temporaryFailuresGiveUpAfterALimit() throws {
         let down = ScriptedTransport.Outcome.json(503, "{}")
         let (c, t) = try client([usercode, down, down, down])
-        var flow = DeviceCodeFlow(client: c, console: RecordingConsole(), interrupt: nil)
+        var flow = DeviceCodeFlow(client: c, console: RecordingConsole(), interrupt: nil, profile: .default)
         flow.maxInterval = 0.01
         #expect(throws: CredentialError.temporary(
             "gave up polling for the device sign-in after 3 failed attempts (the issuer is unavailable (HTTP 503)); nothing was stored"
@@ -100,10 +101,10 @@ final class RecordingConsole: Console {
 
     @Test func lifetimeEndsPolling() throws {
         let (c, t) = try client([.json(200, #"{"device_auth_id":"da_1","user_code":"AB-CD","interval":1}"#), pending])
-        var flow = DeviceCodeFlow(client: c, console: RecordingConsole(), interrupt: nil)
+        var flow = DeviceCodeFlow(client: c, console: RecordingConsole(), interrupt: nil, profile: .default)
         flow.lifetime = 0.2
         let start = Clock.monotonicMillis()
-        #expect(throws: DeviceCodeFlow.expiredMessage) { try flow.run() }
+        #expect(throws: DeviceCodeFlow.expired(.default)) { try flow.run() }
         #expect(Clock.monotonicMillis() - start < 900, "the wait is cut to the deadline")
         #expect(t.requests.count == 1)
     }

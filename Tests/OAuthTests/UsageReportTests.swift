@@ -143,7 +143,7 @@ import Testing
     }
 
     func fetch(_ c: UsageClient, account: String = "acct-1") throws -> UsageAnswer {
-        try c.fetch(accessToken: Self.token, accountId: account, now: { 1_800_000_000 })
+        try c.fetch(accessToken: SecretToken(copying: Self.token), accountId: account, profile: .default, now: { 1_800_000_000 })
     }
 
     @Test func requestCarriesTokenAccountAndUserAgent() throws {
@@ -227,10 +227,10 @@ import Testing
     @Test func unsafeTokenIsNeverSent() throws {
         let (c, t) = try client([])
         #expect(throws: CredentialError.storeCorrupt("the stored access token or account id contains characters a header cannot carry; sign in again: chatgpt-credential login")) {
-            try c.fetch(accessToken: "tok\r\nX-Injected: 1", accountId: "acct", now: { 0 })
+            try c.fetch(accessToken: "tok\r\nX-Injected: 1", accountId: "acct", profile: .default, now: { 0 })
         }
         #expect(throws: CredentialError.storeCorrupt("the stored access token or account id contains characters a header cannot carry; sign in again: chatgpt-credential login")) {
-            try c.fetch(accessToken: Self.token, accountId: "acct\u{1b}[2J", now: { 0 })
+            try c.fetch(accessToken: SecretToken(copying: Self.token), accountId: "acct\u{1b}[2J", profile: .default, now: { 0 })
         }
         #expect(t.requests.isEmpty)
     }

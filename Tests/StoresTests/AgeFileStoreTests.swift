@@ -4,6 +4,7 @@ import Testing
 @testable import CredentialCore
 @testable import Age
 @testable import Secrets
+import TestSupport
 
 /// A throwaway HOME/XDG tree for one test.
 final class StoreSandbox {
@@ -156,13 +157,13 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
         let sb = StoreSandbox()
         let store = sb.store()
         let p = try Profile("work")
-        #expect(try store.read(p) == nil)
+        #expect(try store.readBytes(p) == nil)
         #expect(!FileManager.default.fileExists(atPath: sb.identity), "a read must not create the identity")
-        try store.write(p, secret: secretA)
-        #expect(try store.read(p) == secretA)
-        #expect(try sb.store().read(p) == secretA, "a fresh store instance reads it too")
-        try store.write(p, secret: secretB)
-        #expect(try store.read(p) == secretB)
+        try store.write(p, bytes: secretA)
+        #expect(try store.readBytes(p) == secretA)
+        #expect(try sb.store().readBytes(p) == secretA, "a fresh store instance reads it too")
+        try store.write(p, bytes: secretB)
+        #expect(try store.readBytes(p) == secretB)
         #expect(sb.mode(sb.storePath("work")) == 0o600)
         #expect(sb.mode(sb.dataDir) == 0o700)
         #expect(sb.mode(sb.identity) == 0o600)
@@ -185,23 +186,23 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
         let store = sb.store()
         #expect(try store.profiles() == [])
         #expect(try store.delete(.default) == false)
-        try store.write(try Profile("b"), secret: secretA)
-        try store.write(.default, secret: secretB)
+        try store.write(try Profile("b"), bytes: secretA)
+        try store.write(.default, bytes: secretB)
         sb.write(sb.dataDir + "/notes.txt", "x")
         sb.write(sb.dataDir + "/bad name.age", "x")
         sb.write(sb.dataDir + "/.b.age.tmp-1-ab", "x")
         #expect(try store.profiles() == ["b", "default"])
         #expect(try store.delete(try Profile("b")) == true)
         #expect(try store.delete(try Profile("b")) == false)
-        #expect(try store.read(try Profile("b")) == nil)
+        #expect(try store.readBytes(try Profile("b")) == nil)
         #expect(try store.profiles() == ["default"])
-        #expect(try store.read(.default) == secretB)
+        #expect(try store.readBytes(.default) == secretB)
     }
 
     @Test func noHomeIsUnavailable() throws {
         let store = AgeFileStore(environment: ["PATH": "/usr/bin"], interactive: false)
-        expectStoreError(isUnavailable) { _ = try store.read(.default) }
-        expectStoreError(isUnavailable) { try store.write(.default, secret: secretA) }
+        expectStoreError(isUnavailable) { _ = try store.readBytes(.default) }
+        expectStoreError(isUnavailable) { try store.write(.default, bytes: secretA) }
         expectStoreError(isUnavailable) { _ = try store.profiles() }
         #expect(store.location(for: .default).contains("HOME"))
         // Relative XDG paths are ignored in favour of HOME.
@@ -213,48 +214,48 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
     @Test func loosePermissionsRefusedAndNothingChanges() throws {
         let sb = StoreSandbox()
         let store = sb.store()
-        try store.write(.default, secret: secretA)
+        try store.write(.default, bytes: secretA)
         let path = sb.storePath()
         let before = sb.bytes(path)
         chmod(path, 0o644)
-        expectCredentialError(.permissionsTooOpen(path: path)) { _ = try sb.store().read(.default) }
-        expectCredentialError(.permissionsTooOpen(path: path)) { try sb.store().write(.default, secret: secretB) }
+        expectCredentialError(.permissionsTooOpen(path: path)) { _ = try sb.store().readBytes(.default) }
+        expectCredentialError(.permissionsTooOpen(path: path)) { try sb.store().write(.default, bytes: secretB) }
         #expect(sb.bytes(path) == before)
         #expect(sb.mode(path) == 0o644)
         chmod(path, 0o600)
         chmod(sb.identity, 0o640)
-        expectCredentialError(.permissionsTooOpen(path: sb.identity)) { _ = try sb.store().read(.default) }
-        expectCredentialError(.permissionsTooOpen(path: sb.identity)) { try sb.store().write(.default, secret: secretB) }
+        expectCredentialError(.permissionsTooOpen(path: sb.identity)) { _ = try sb.store().readBytes(.default) }
+        expectCredentialError(.permissionsTooOpen(path: sb.identity)) { try sb.store().write(.default, bytes: secretB) }
         #expect(sb.bytes(path) == before)
         chmod(sb.identity, 0o600)
         chmod(sb.dataDir, 0o755)
-        expectCredentialError(.permissionsTooOpen(path: sb.dataDir + "/")) { _ = try sb.store().read(.default) }
+        expectCredentialError(.permissionsTooOpen(path: sb.dataDir + "/")) { _ = try sb.store().readBytes(.default) }
         #expect(CredentialError.permissionsTooOpen(path: sb.dataDir + "/").message.contains("chmod 700"))
         chmod(sb.dataDir, 0o700)
-        #expect(try sb.store().read(.default) == secretA)
+        #expect(try sb.store().readBytes(.default) == secretA)
     }
 
     @Test func symlinkAtStorePathRefused() throws {
         let sb = StoreSandbox()
-        try sb.store().write(try Profile("real"), secret: secretA)
+        try sb.store().write(try Profile("real"), bytes: secretA)
         let target = sb.storePath("real")
         let before = sb.bytes(target)
         symlink(target, sb.storePath())
-        expectStoreError(isStoreFailure) { _ = try sb.store().read(.default) }
-        expectStoreError(isStoreFailure) { try sb.store().write(.default, secret: secretB) }
+        expectStoreError(isStoreFailure) { _ = try sb.store().readBytes(.default) }
+        expectStoreError(isStoreFailure) { try sb.store().write(.default, bytes: secretB) }
         #expect(sb.bytes(target) == before)
         #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: sb.storePath())) == target, "still the same symlink")
     }
 
     @Test func wrongIdentityAndDamageAreTypedAndHarmless() throws {
         let sb = StoreSandbox()
-        try sb.store().write(.default, secret: secretA)
+        try sb.store().write(.default, bytes: secretA)
         let path = sb.storePath()
         let good = sb.bytes(path)!
         func check(_ bytes: [UInt8], _ matches: (CredentialError) -> Bool) {
             #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
             chmod(path, 0o600)
-            expectStoreError(matches) { _ = try sb.store().read(.default) }
+            expectStoreError(matches) { _ = try sb.store().readBytes(.default) }
             #expect(sb.bytes(path) == bytes)
         }
         check(Array(good.prefix(good.count - 1)), isCorrupt)     // truncated tag
@@ -272,14 +273,14 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
         #expect(FileManager.default.createFile(atPath: path, contents: Data(good))); chmod(path, 0o600)
         let other = X25519Identity.generate()
         sb.write(sb.identity, "# public key: \(other.recipient.encoded)\n\(other.encoded().unsafeString())\n")
-        expectStoreError(isWrongKey) { _ = try sb.store().read(.default) }
+        expectStoreError(isWrongKey) { _ = try sb.store().readBytes(.default) }
         #expect(sb.bytes(path) == good)
         // No identity at all.
         unlink(sb.identity)
-        expectStoreError(isWrongKey) { _ = try sb.store().read(.default) }
+        expectStoreError(isWrongKey) { _ = try sb.store().readBytes(.default) }
         // A garbage identity file.
         sb.write(sb.identity, "AGE-SECRET-KEY-1NOTAKEY\n")
-        expectStoreError(isCorrupt) { _ = try sb.store().read(.default) }
+        expectStoreError(isCorrupt) { _ = try sb.store().readBytes(.default) }
         #expect(sb.bytes(path) == good)
     }
 
@@ -288,68 +289,68 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
         let pf = sb.root + "/pass"
         sb.write(pf, "correct horse\n")
         let withFile = ["CHATGPT_CREDENTIAL_PASSPHRASE_FILE": pf]
-        try sb.store(extra: withFile).write(.default, secret: secretA)
+        try sb.store(extra: withFile).write(.default, bytes: secretA)
         let path = sb.storePath()
         #expect(String(decoding: sb.bytes(path)!.prefix(40), as: UTF8.self).hasPrefix("age-encryption.org/v1\n-> scrypt "))
         #expect(!FileManager.default.fileExists(atPath: sb.identity), "passphrase mode needs no identity")
-        #expect(try sb.store(extra: withFile).read(.default) == secretA)
+        #expect(try sb.store(extra: withFile).readBytes(.default) == secretA)
         let before = sb.bytes(path)
 
         // No passphrase source, non-interactive: unavailable, with instructions.
         expectStoreError({ isUnavailable($0) && $0.message.contains("CHATGPT_CREDENTIAL_PASSPHRASE_FILE") }) {
-            _ = try sb.store().read(.default)
+            _ = try sb.store().readBytes(.default)
         }
         // The file is already scrypt, so a write without the variable stays in passphrase mode.
-        expectStoreError(isUnavailable) { try sb.store().write(.default, secret: secretB) }
+        expectStoreError(isUnavailable) { try sb.store().write(.default, bytes: secretB) }
         #expect(sb.bytes(path) == before)
 
         // Interactive: a wrong answer is a wrong key; the right one reads and writes (still scrypt).
         let wrong = sb.store(interactive: true)
         wrong.promptPassphrase = { _ in SecretBytes(copying: "nope".utf8) }
-        expectStoreError(isWrongKey) { _ = try wrong.read(.default) }
+        expectStoreError(isWrongKey) { _ = try wrong.readBytes(.default) }
         let wrongWriter = sb.store(interactive: true)
         wrongWriter.promptPassphrase = { _ in SecretBytes(copying: "nope".utf8) }
-        expectStoreError(isWrongKey) { try wrongWriter.write(.default, secret: secretB) }
+        expectStoreError(isWrongKey) { try wrongWriter.write(.default, bytes: secretB) }
         #expect(sb.bytes(path) == before)
         let right = sb.store(interactive: true)
         var prompts = 0
         right.promptPassphrase = { prompt in prompts += 1; #expect(prompt.contains(path)); return SecretBytes(copying: "correct horse".utf8) }
-        #expect(try right.read(.default) == secretA)
-        try right.write(.default, secret: secretB)
+        #expect(try right.readBytes(.default) == secretA)
+        try right.write(.default, bytes: secretB)
         #expect(prompts == 1, "one prompt per process")
-        #expect(try sb.store(extra: withFile).read(.default) == secretB)
+        #expect(try sb.store(extra: withFile).readBytes(.default) == secretB)
         #expect(sb.bytes(path)!.starts(with: Array("age-encryption.org/v1\n-> scrypt ".utf8)))
 
         // The passphrase file decides: a different passphrase in it is a wrong key on read.
         sb.write(pf, "battery staple")
-        expectStoreError(isWrongKey) { _ = try sb.store(extra: withFile).read(.default) }
+        expectStoreError(isWrongKey) { _ = try sb.store(extra: withFile).readBytes(.default) }
     }
 
     @Test func passphraseFileChecks() throws {
         let sb = StoreSandbox()
         let pf = sb.root + "/pass"
         let withFile = ["CHATGPT_CREDENTIAL_PASSPHRASE_FILE": pf]
-        expectStoreError(isUnavailable) { try sb.store(extra: withFile).write(.default, secret: secretA) }
+        expectStoreError(isUnavailable) { try sb.store(extra: withFile).write(.default, bytes: secretA) }
         sb.write(pf, "\n")
-        expectStoreError(isUnavailable) { try sb.store(extra: withFile).write(.default, secret: secretA) }
+        expectStoreError(isUnavailable) { try sb.store(extra: withFile).write(.default, bytes: secretA) }
         sb.write(pf, "pw\r\nsecond line ignored\n", mode: 0o644)
-        expectCredentialError(.permissionsTooOpen(path: pf)) { try sb.store(extra: withFile).write(.default, secret: secretA) }
+        expectCredentialError(.permissionsTooOpen(path: pf)) { try sb.store(extra: withFile).write(.default, bytes: secretA) }
         #expect(!FileManager.default.fileExists(atPath: sb.storePath()))
         chmod(pf, 0o400)
-        try sb.store(extra: withFile).write(.default, secret: secretA)
+        try sb.store(extra: withFile).write(.default, bytes: secretA)
         let s = sb.store(interactive: true)
         s.promptPassphrase = { _ in SecretBytes(copying: "pw".utf8) }
-        #expect(try s.read(.default) == secretA, "CRLF and later lines are not part of the passphrase")
+        #expect(try s.readBytes(.default) == secretA, "CRLF and later lines are not part of the passphrase")
     }
 
     @Test func passphraseFileSwitchesAnIdentityProfile() throws {
         let sb = StoreSandbox()
-        try sb.store().write(.default, secret: secretA)
+        try sb.store().write(.default, bytes: secretA)
         let pf = sb.root + "/pass"
         sb.write(pf, "pw\n")
-        try sb.store(extra: ["CHATGPT_CREDENTIAL_PASSPHRASE_FILE": pf]).write(.default, secret: secretB)
+        try sb.store(extra: ["CHATGPT_CREDENTIAL_PASSPHRASE_FILE": pf]).write(.default, bytes: secretB)
         #expect(sb.bytes(sb.storePath())!.starts(with: Array("age-encryption.org/v1\n-> scrypt ".utf8)))
-        #expect(try sb.store(extra: ["CHATGPT_CREDENTIAL_PASSPHRASE_FILE": pf]).read(.default) == secretB)
+        #expect(try sb.store(extra: ["CHATGPT_CREDENTIAL_PASSPHRASE_FILE": pf]).readBytes(.default) == secretB)
     }
 
     @Test func identityCreationRaceYieldsOneIdentity() throws {
@@ -370,11 +371,11 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
 
     @Test func oversizedFileIsCorrupt() throws {
         let sb = StoreSandbox()
-        try sb.store().write(.default, secret: secretA)
+        try sb.store().write(.default, bytes: secretA)
         let big = [UInt8](repeating: 0x41, count: (1 << 20) + 1)
         #expect(FileManager.default.createFile(atPath: sb.storePath(), contents: Data(big)))
         chmod(sb.storePath(), 0o600)
-        expectStoreError(isCorrupt) { _ = try sb.store().read(.default) }
+        expectStoreError(isCorrupt) { _ = try sb.store().readBytes(.default) }
     }
 
     @Test func atomicPrimitives() throws {

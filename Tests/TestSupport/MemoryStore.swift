@@ -1,8 +1,10 @@
 import CredentialCore
 import Stores
+import Secrets
 
 /// An in-memory store for unit tests and for composing behaviour without I/O. `locked`,
-/// `notAnswering` and `full` make every call fail the way a real store would.
+/// `notAnswering` and `full` make every call fail the way a real store would. (A test double: it
+/// keeps its secrets in ordinary arrays.)
 public final class MemoryStore: CredentialStore {
     public let kind: StoreKind
     private var items: [String: [UInt8]] = [:]
@@ -19,14 +21,15 @@ public final class MemoryStore: CredentialStore {
         if notAnswering { throw CredentialError.storeNotAnswering("the test keyring did not answer") }
     }
 
-    public func read(_ profile: Profile) throws -> [UInt8]? {
+    public func read(_ profile: Profile) throws -> SecretBytes? {
         try check()
-        return items[profile.name]
+        guard let bytes = items[profile.name] else { return nil }
+        return SecretBytes(copying: bytes)
     }
-    public func write(_ profile: Profile, secret: [UInt8]) throws {
+    public func write(_ profile: Profile, secret: borrowing SecretBytes) throws {
         try check()
         if full { throw CredentialError.storeFailure("the test store is full") }
-        items[profile.name] = secret
+        items[profile.name] = secret.withUnsafeBytes { Array($0) }
         writes += 1
     }
     public func delete(_ profile: Profile) throws -> Bool {
@@ -51,6 +54,19 @@ public final class MemoryStore: CredentialStore {
         let store: MemoryStore
         let profile: Profile
         init(store: MemoryStore, profile: Profile) { self.store = store; self.profile = profile }
-        func commit(_ secret: [UInt8]) throws { try store.write(profile, secret: secret) }
+        func commit(_ secret: borrowing SecretBytes) throws { try store.write(profile, secret: secret) }
+    }
+}
+
+extension CredentialStore {
+    /// Test convenience: the stored secret copied into an array, for comparing bytes.
+    public func readBytes(_ profile: Profile) throws -> [UInt8]? {
+        guard let secret = try read(profile) else { return nil }
+        return secret.withUnsafeBytes { Array($0) }
+    }
+
+    /// Test convenience: writes a guarded copy of `bytes`.
+    public func write(_ profile: Profile, bytes: [UInt8]) throws {
+        try write(profile, secret: SecretBytes(copying: bytes))
     }
 }

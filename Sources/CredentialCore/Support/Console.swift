@@ -7,6 +7,9 @@ public protocol Console: AnyObject {
     /// descriptor) throws `CredentialError.failure` (exit 1): an answer that did not arrive is
     /// never a success.
     func out(_ text: String) throws
+    /// Writes an answer that carries a token to stdout, from its guarded buffer (no String made);
+    /// fails as `out` does.
+    func out(_ secret: borrowing SecretBytes) throws
     /// Writes one line (a newline is added) to stderr.
     func err(_ line: String)
     /// Reads all of stdin, at most `limit` bytes; more than that throws `badInput`. What comes in

@@ -61,7 +61,7 @@ extension Deadline {
     /// hot path the calling thread is woken by the D-Bus thread directly, as in a C program. When
     /// no watchdog thread can be created, `work` runs without one: GDBus needs a thread of its own
     /// too, so such a process fails to reach D-Bus at once rather than hanging.
-    public static func watch<T>(seconds: Double, onTimeout: @escaping () -> Void, _ work: () -> T) -> T {
+    public static func watch<T: ~Copyable>(seconds: Double, onTimeout: @escaping () -> Void, _ work: () -> T) -> T {
         let watchdog = Watchdog(seconds: seconds, onTimeout: onTimeout)
         let retained = Unmanaged.passRetained(watchdog).toOpaque()
         var thread = pthread_t()

@@ -10,6 +10,10 @@ public enum JSONValue: Equatable, Sendable {
     case array([JSONValue])
     /// Members in document order; duplicate keys are rejected by the parser.
     case object([(String, JSONValue)])
+    /// A string that is a token: its bytes in guarded memory, never in a String. The parser
+    /// makes these for the members named in `secretKeys`; writing one into a String is refused
+    /// (`JSON.serializeSecret` writes it into `SecretBytes`).
+    case secret(SecretToken)
 
     public static func == (a: JSONValue, b: JSONValue) -> Bool {
         switch (a, b) {
@@ -17,6 +21,7 @@ public enum JSONValue: Equatable, Sendable {
         case let (.bool(x), .bool(y)): return x == y
         case let (.number(x), .number(y)): return x == y
         case let (.string(x), .string(y)): return x == y
+        case let (.secret(x), .secret(y)): return x == y
         case let (.array(x), .array(y)): return x == y
         case let (.object(x), .object(y)):
             return x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
@@ -32,6 +37,7 @@ public enum JSONValue: Equatable, Sendable {
     }
 
     public var stringValue: String? { if case .string(let s) = self { return s }; return nil }
+    public var secretValue: SecretToken? { if case .secret(let t) = self { return t }; return nil }
     public var doubleValue: Double? { if case .number(let d) = self { return d }; return nil }
     public var boolValue: Bool? { if case .bool(let b) = self { return b }; return nil }
     public var isObject: Bool { if case .object = self { return true }; return false }
@@ -71,15 +77,28 @@ public enum JSON {
         return try Array(bytes).withUnsafeBytes { try parse($0, maxBytes: maxBytes) }
     }
 
-    /// Parses a body or document that may carry tokens: read in place, never copied (the Strings
-    /// of the result are ordinary values: the JSON codec is one of the named String edges).
-    public static func parse(_ secret: borrowing SecretBytes, maxBytes: Int = 1 << 20) throws -> JSONValue {
-        try secret.withUnsafeBytes { try parse($0, maxBytes: maxBytes) }
+    /// Parses a body or input that may carry tokens, read in place. The string values of members
+    /// named in `secretKeys` (at any depth) become `.secret`, each decoded into a guarded buffer
+    /// of its own; every other string is an ordinary String.
+    public static func parse(_ secret: borrowing SecretBytes, maxBytes: Int = 1 << 20, secretKeys: Set<String> = []) throws -> JSONValue {
+        try secret.withUnsafeBytes { try parse($0, maxBytes: maxBytes, secretKeys: secretKeys) }
     }
 
-    public static func parse(_ bytes: UnsafeRawBufferPointer, maxBytes: Int = 1 << 20) throws -> JSONValue {
+    /// As `parse(_:maxBytes:secretKeys:)`, but a secret string without escapes becomes a range
+    /// of `buffer` itself (no copy, no new mapping): for a stored document or an issuer's answer,
+    /// whose bytes then live as long as a token cut from them.
+    package static func parse(sharing buffer: SecretToken.Buffer, maxBytes: Int = 1 << 20, secretKeys: Set<String>) throws -> JSONValue {
+        try buffer.bytes.withUnsafeBytes { try parse($0, maxBytes: maxBytes, secretKeys: secretKeys, sharing: buffer) }
+    }
+
+    public static func parse(_ bytes: UnsafeRawBufferPointer, maxBytes: Int = 1 << 20, secretKeys: Set<String> = []) throws -> JSONValue {
+        try parse(bytes, maxBytes: maxBytes, secretKeys: secretKeys, sharing: nil)
+    }
+
+    private static func parse(_ bytes: UnsafeRawBufferPointer, maxBytes: Int, secretKeys: Set<String>,
+                              sharing shared: SecretToken.Buffer?) throws -> JSONValue {
         if bytes.count > maxBytes { throw JSONError(reason: "document larger than \(maxBytes) bytes", offset: 0) }
-        var p = Parser(bytes: bytes)
+        var p = Parser(bytes: bytes, secretKeys: secretKeys, shared: shared)
         p.skipSpace()
         let v = try p.value(depth: 0)
         p.skipSpace()
@@ -89,6 +108,9 @@ public enum JSON {
 
     private struct Parser {
         let bytes: UnsafeRawBufferPointer
+        let secretKeys: Set<String>
+        /// The buffer `bytes` lies in, when secret strings may be ranges of it.
+        let shared: SecretToken.Buffer?
         var i = 0
 
         mutating func skipSpace() {
@@ -133,7 +155,11 @@ public enum JSON {
                 guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
                 i += 1
                 skipSpace()
-                members.append((key, try value(depth: depth + 1)))
+                if !secretKeys.isEmpty, i < bytes.count, bytes[i] == UInt8(ascii: "\""), secretKeys.contains(key) {
+                    members.append((key, .secret(try secretString())))
+                } else {
+                    members.append((key, try value(depth: depth + 1)))
+                }
                 skipSpace()
                 guard i < bytes.count else { throw fail("unexpected end") }
                 if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
@@ -177,8 +203,39 @@ public enum JSON {
         }
 
         mutating func string() throws -> String {
-            i += 1
             var out: [UInt8] = []
+            try decodeString(into: &out)
+            guard let s = String(validating: out, as: UTF8.self) else { throw fail("invalid UTF-8") }
+            return s
+        }
+
+        /// A string that is a token: a range of the shared buffer when it needs no decoding, else
+        /// decoded into a guarded buffer of its own (never into an array or a String).
+        mutating func secretString() throws -> SecretToken {
+            let open = i
+            var end = open + 1
+            var plain = true
+            while end < bytes.count, bytes[end] != UInt8(ascii: "\"") {
+                if bytes[end] == UInt8(ascii: "\\") { plain = false; end += 2; continue }
+                if bytes[end] < 0x20 { plain = false }
+                end += 1
+            }
+            if plain, let shared, end < bytes.count {
+                let span = UnsafeRawBufferPointer(rebasing: bytes[(open + 1)..<end])
+                i = end + 1
+                guard UTF8Scalars.isValid(span) else { throw fail("invalid UTF-8") }
+                // `bytes` lies at the start of the shared buffer, so offsets are the buffer's.
+                return SecretToken(range: (open + 1)..<end, of: shared)
+            }
+            // Escapes only shorten: the decoded value fits in the raw span.
+            var out = SecretBytes(capacity: max(0, min(end, bytes.count) - open - 1))
+            try decodeString(into: &out)
+            guard out.withUnsafeBytes({ UTF8Scalars.isValid($0) }) else { throw fail("invalid UTF-8") }
+            return SecretToken(out)
+        }
+
+        mutating func decodeString<Out: DecodedString & ~Copyable>(into out: inout Out) throws {
+            i += 1
             while true {
                 guard i < bytes.count else { throw fail("unterminated string") }
                 let c = bytes[i]
@@ -212,12 +269,10 @@ public enum JSON {
                         throw fail("lone surrogate")
                     }
                     guard let u = Unicode.Scalar(scalar) else { throw fail("bad scalar") }
-                    out.append(contentsOf: Array(String(Character(u)).utf8))
+                    for b in UTF8.encode(u)! { out.append(b) }
                 default: throw fail("bad escape")
                 }
             }
-            guard let s = String(validating: out, as: UTF8.self) else { throw fail("invalid UTF-8") }
-            return s
         }
 
         mutating func number() throws -> Double {
@@ -251,18 +306,30 @@ public enum JSON {
 
     // MARK: writing
 
+    /// The text of `v`. A value holding a `.secret` is refused (a programming error): tokens are
+    /// written into `SecretBytes` only, by `serializeSecret`.
     public static func serialize(_ v: JSONValue) -> String {
         var out = ""
         write(v, into: &out)
         return out
     }
 
-    /// The same text, written straight into `SecretBytes`: for bodies that carry tokens, so that
-    /// no String copy of the whole body is made (the token Strings in `v` are the edge).
-    public static func serializeSecret(_ v: JSONValue) -> SecretBytes {
-        var out = SecretBytes(capacity: 256)
+    /// The same text, written straight into `SecretBytes` (followed by `suffix`): for documents,
+    /// bodies and answers that carry tokens, so that no String or array copy is made. The size
+    /// is counted first, so the text is written into one buffer of exactly its size (each
+    /// `SecretBytes` region costs a mapping: none is made and dropped while it grows).
+    public static func serializeSecret(_ v: JSONValue, suffix: String = "") -> SecretBytes {
+        var out = SecretBytes(capacity: serializedCount(v) + suffix.utf8.count)
         write(v, into: &out)
+        out.append(utf8: suffix)
         return out
+    }
+
+    /// How many bytes `serializeSecret(v)` writes.
+    public static func serializedCount(_ v: JSONValue) -> Int {
+        var counter = JSONByteCount()
+        write(v, into: &counter)
+        return counter.count
     }
 
     static func write<Output: JSONOutput & ~Copyable>(_ v: JSONValue, into out: inout Output) {
@@ -271,7 +338,8 @@ public enum JSON {
         case .bool(let b): out.write(b ? "true" : "false")
         case .number(let d):
             if d.rounded() == d && abs(d) < 1e15 { out.write(String(Int64(d))) } else { out.write("\(d)") }
-        case .string(let s): quote(s, into: &out)
+        case .string(let s): quote(s.unicodeScalars, into: &out)
+        case .secret(let t): out.write(secret: t)
         case .array(let items):
             out.write("[")
             for (n, item) in items.enumerated() { if n > 0 { out.write(",") }; write(item, into: &out) }
@@ -280,15 +348,16 @@ public enum JSON {
             out.write("{")
             for (n, (k, item)) in members.enumerated() {
                 if n > 0 { out.write(",") }
-                quote(k, into: &out); out.write(":"); write(item, into: &out)
+                quote(k.unicodeScalars, into: &out); out.write(":"); write(item, into: &out)
             }
             out.write("}")
         }
     }
 
-    static func quote<Output: JSONOutput & ~Copyable>(_ s: String, into out: inout Output) {
+    static func quote<Scalars: Sequence, Output: JSONOutput & ~Copyable>(_ scalars: Scalars, into out: inout Output)
+    where Scalars.Element == Unicode.Scalar {
         out.write("\"")
-        for scalar in s.unicodeScalars {
+        for scalar in scalars {
             switch scalar {
             case "\"": out.write("\\\"")
             case "\\": out.write("\\\\")
@@ -311,15 +380,20 @@ public enum JSON {
     }
 }
 
-/// Where the JSON writer puts its text: a String (what is printed) or `SecretBytes` (bodies).
+/// Where the JSON writer puts its text: a String (what is printed), `SecretBytes` (documents,
+/// bodies and answers with tokens), or a counter (the size of the latter, first).
 protocol JSONOutput: ~Copyable {
     mutating func write(_ text: String)
     mutating func write(_ scalar: Unicode.Scalar)
+    mutating func write(secret: SecretToken)
 }
 
 extension String: JSONOutput {
     mutating func write(_ text: String) { self += text }
     mutating func write(_ scalar: Unicode.Scalar) { unicodeScalars.append(scalar) }
+    mutating func write(secret: SecretToken) {
+        preconditionFailure("a token is written into SecretBytes only (JSON.serializeSecret), never into a String")
+    }
 }
 
 extension SecretBytes: JSONOutput {
@@ -327,4 +401,24 @@ extension SecretBytes: JSONOutput {
     mutating func write(_ scalar: Unicode.Scalar) {
         for b in UTF8.encode(scalar)! { append(b) }
     }
+    mutating func write(secret: SecretToken) {
+        secret.withUnsafeBytes { JSON.quote(UTF8Scalars($0), into: &self) }
+    }
 }
+
+struct JSONByteCount: JSONOutput {
+    var count = 0
+    mutating func write(_ text: String) { count += text.utf8.count }
+    mutating func write(_ scalar: Unicode.Scalar) { count += UTF8.width(scalar) }
+    mutating func write(secret: SecretToken) {
+        secret.withUnsafeBytes { JSON.quote(UTF8Scalars($0), into: &self) }
+    }
+}
+
+/// Where the parser decodes a string: an array (ordinary strings) or `SecretBytes` (tokens).
+protocol DecodedString: ~Copyable {
+    mutating func append(_ byte: UInt8)
+}
+
+extension Array: DecodedString where Element == UInt8 {}
+extension SecretBytes: DecodedString {}

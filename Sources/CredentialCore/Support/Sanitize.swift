@@ -24,8 +24,18 @@ public enum Sanitize {
     /// True when the string has no control bytes, spaces or non-ASCII: what a bearer token,
     /// an account id or a header value may contain.
     public static func isTokenSafe(_ s: String) -> Bool {
-        if s.isEmpty { return false }
-        for b in s.utf8 where b <= 0x20 || b >= 0x7F { return false }
+        var s = s
+        return s.withUTF8 { isTokenSafe(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The same, for a token's bytes where they lie.
+    public static func isTokenSafe(_ token: SecretToken) -> Bool {
+        token.withUnsafeBytes { isTokenSafe($0) }
+    }
+
+    public static func isTokenSafe(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if bytes.isEmpty { return false }
+        for b in bytes where b <= 0x20 || b >= 0x7F { return false }
         return true
     }
 }

@@ -14,10 +14,20 @@ public struct JWTClaims: Equatable, Sendable {
     static let profileClaim = "https://api.openai.com/profile"
 
     /// Reads the payload segment of a compact JWS. Returns nil when the token is not a JWT.
-    public static func decode(_ token: String) -> JWTClaims? {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[1].utf8.count <= 64 * 1024,
-              let payload = Base64.decode(parts[1], alphabet: .urlSafe, padding: .optional),
+    public static func decode(_ token: SecretToken) -> JWTClaims? {
+        token.withUnsafeBytes { decode(bytes: $0) }
+    }
+
+    /// The same, from the token's bytes where they lie: the payload is decoded into guarded
+    /// memory and parsed there (only the claims kept become Strings).
+    public static func decode(bytes token: UnsafeRawBufferPointer) -> JWTClaims? {
+        let dot = UInt8(ascii: ".")
+        guard let first = token.firstIndex(of: dot),
+              let second = token[(first + 1)...].firstIndex(of: dot),
+              !token[(second + 1)...].contains(dot) else { return nil }
+        let segment = UnsafeRawBufferPointer(rebasing: token[(first + 1)..<second])
+        guard segment.count <= 64 * 1024,
+              let payload = Base64.decodeSecret(segment, alphabet: .urlSafe, padding: .optional),
               let json = try? JSON.parse(payload, maxBytes: 64 * 1024), json.isObject else { return nil }
         var c = JWTClaims()
         if let exp = json["exp"]?.doubleValue, exp.isFinite, exp > 0, exp < 1e12 { c.expiresAt = Int64(exp) }

@@ -1,6 +1,9 @@
 import Secrets
 
-/// The stored credential: the same JSON document in every store (SPEC "Stores").
+/// The stored credential: the same JSON document in every store (SPEC "Stores"). Its three
+/// tokens are `SecretToken`s: bytes in guarded memory that every copy of the document shares
+/// (why a shared buffer and not a noncopyable document: see `SecretToken`). The other fields are
+/// names and times, ordinary values.
 public struct TokenDocument: Equatable, Sendable {
     public static let currentVersion = 1
     /// An access token is refreshed when it expires within this many seconds, or `--min-ttl` when
@@ -8,9 +11,9 @@ public struct TokenDocument: Equatable, Sendable {
     /// of the 300 s.
     public static let refreshMargin: Int64 = 300
 
-    public var accessToken: String
-    public var refreshToken: String
-    public var idToken: String
+    public var accessToken: SecretToken
+    public var refreshToken: SecretToken
+    public var idToken: SecretToken
     public var accountId: String
     /// Unix seconds, the expiry every decision uses: time of receipt plus the issuer's
     /// `expires_in` when it sent one, else the access token's `exp` (0 when unknown or dropped).
@@ -29,7 +32,7 @@ public struct TokenDocument: Equatable, Sendable {
     /// session, so `erase` does not revoke it.
     public var importedFrom: String?
 
-    public init(accessToken: String, refreshToken: String, idToken: String = "", accountId: String = "",
+    public init(accessToken: SecretToken, refreshToken: SecretToken, idToken: SecretToken = SecretToken(), accountId: String = "",
                 expiresAt: Int64 = 0, lastRefresh: Int64 = 0, email: String = "", plan: String = "",
                 refreshRejected: String? = nil, importedFrom: String? = nil) {
         self.accessToken = accessToken
@@ -47,14 +50,14 @@ public struct TokenDocument: Equatable, Sendable {
     /// Builds a document from freshly issued tokens, reading the claims of both JWTs
     /// (Codex takes the account from the id token, other clients from the access token).
     /// `expiresIn` is the issuer's `expires_in`, counted from `now` (the time of receipt).
-    public static func fromTokens(accessToken: String, refreshToken: String, idToken: String?,
+    public static func fromTokens(accessToken: SecretToken, refreshToken: SecretToken, idToken: SecretToken?,
                                   accountId: String? = nil, expiresIn: Int64? = nil, now: Int64 = Clock.now()) -> TokenDocument {
         let access = JWTClaims.decode(accessToken)
         let id = idToken.flatMap { JWTClaims.decode($0) }
         return TokenDocument(
             accessToken: accessToken,
             refreshToken: refreshToken,
-            idToken: idToken ?? "",
+            idToken: idToken ?? SecretToken(),
             accountId: accountId ?? access?.accountId ?? id?.accountId ?? "",
             expiresAt: expiresIn.flatMap { Self.plausibleLifetime.contains($0) ? now + $0 : nil } ?? access?.expiresAt ?? 0,
             lastRefresh: now,
@@ -65,7 +68,7 @@ public struct TokenDocument: Equatable, Sendable {
 
     /// Applies a refresh response: each field is optional, keep what is absent. `expiresIn` is
     /// the response's `expires_in`, received at `now`.
-    public func rotated(accessToken newAccess: String?, refreshToken newRefresh: String?, idToken newId: String?,
+    public func rotated(accessToken newAccess: SecretToken?, refreshToken newRefresh: SecretToken?, idToken newId: SecretToken?,
                         expiresIn: Int64? = nil, now: Int64 = Clock.now()) -> TokenDocument {
         var next = TokenDocument.fromTokens(
             accessToken: newAccess ?? accessToken,
@@ -96,12 +99,15 @@ public struct TokenDocument: Equatable, Sendable {
 
     // MARK: JSON
 
+    /// The members whose values are tokens: parsed into guarded memory, never into Strings.
+    public static let secretKeys: Set<String> = ["access_token", "refresh_token", "id_token"]
+
     public func json() -> JSONValue {
         var members: [(String, JSONValue)] = [
             ("version", .number(Double(Self.currentVersion))),
-            ("access_token", .string(accessToken)),
-            ("refresh_token", .string(refreshToken)),
-            ("id_token", .string(idToken)),
+            ("access_token", .secret(accessToken)),
+            ("refresh_token", .secret(refreshToken)),
+            ("id_token", .secret(idToken)),
             ("account_id", .string(accountId)),
             ("expires_at", .string(Clock.rfc3339(expiresAt))),
             ("last_refresh", .string(Clock.rfc3339(lastRefresh))),
@@ -113,13 +119,19 @@ public struct TokenDocument: Equatable, Sendable {
         return .object(members)
     }
 
-    public func serialized() -> [UInt8] { Array(JSON.serialize(json()).utf8) }
+    /// The stored form, written straight into guarded memory (one buffer of exactly its size).
+    public func serialized() -> SecretBytes { JSON.serializeSecret(json()) }
 
-    /// Parses a stored document. Throws `storeCorrupt` for anything that is not one.
-    public static func parse(_ bytes: [UInt8], origin: String, profile: Profile = .default) throws -> TokenDocument {
-        guard let v = try? JSON.parse(bytes, maxBytes: 256 * 1024), v.isObject,
-              let refresh = v["refresh_token"]?.stringValue,
-              let access = v["access_token"]?.stringValue else {
+    /// How many bytes `serialized()` holds, without making it.
+    public var serializedCount: Int { JSON.serializedCount(json()) }
+
+    /// Parses a stored document. Throws `storeCorrupt` for anything that is not one. The bytes
+    /// become the tokens' buffer: each token is a range of them (no copy), so they are wiped
+    /// when the last token parsed from them goes (at once, when parsing fails).
+    public static func parse(_ bytes: consuming SecretBytes, origin: String, profile: Profile = .default) throws -> TokenDocument {
+        guard let v = try? JSON.parse(sharing: SecretToken.Buffer(bytes), maxBytes: 256 * 1024, secretKeys: secretKeys), v.isObject,
+              let refresh = v["refresh_token"]?.secretValue,
+              let access = v["access_token"]?.secretValue else {
             throw CredentialError.storeCorrupt("the credential in \(origin) is damaged; \(profile.removeDamagedHint)")
         }
         func str(_ k: String) -> String { v[k]?.stringValue ?? "" }
@@ -129,7 +141,7 @@ public struct TokenDocument: Equatable, Sendable {
             if let d = v[k]?.doubleValue, d.isFinite, abs(d) < 1e15 { return Int64(d) }
             return 0
         }
-        return TokenDocument(accessToken: access, refreshToken: refresh, idToken: str("id_token"),
+        return TokenDocument(accessToken: access, refreshToken: refresh, idToken: v["id_token"]?.secretValue ?? SecretToken(),
                              accountId: str("account_id"), expiresAt: time("expires_at"),
                              lastRefresh: time("last_refresh"), email: str("email"), plan: str("plan"),
                              refreshRejected: v["refresh_rejected"]?.stringValue,

@@ -33,13 +33,14 @@ public struct UsageClient {
         self.userAgent = userAgent
     }
 
-    /// One usage request (with its retries). `now` (read when the answer has arrived) dates
-    /// relative reset times.
-    public func fetch(accessToken: String, accountId: String, now: () -> Int64) throws -> UsageAnswer {
+    /// One usage request (with its retries) with `profile`'s access token. `now` (read when the
+    /// answer has arrived) dates relative reset times.
+    public func fetch(accessToken: SecretToken, accountId: String, profile: Profile, now: () -> Int64) throws -> UsageAnswer {
         guard Sanitize.isTokenSafe(accessToken), accountId.isEmpty || Sanitize.isTokenSafe(accountId) else {
-            throw CredentialError.storeCorrupt("the stored access token or account id contains characters a header cannot carry; sign in again: chatgpt-credential login")
+            throw CredentialError.storeCorrupt("the stored access token or account id contains characters a header cannot carry; sign in again: \(profile.loginCommand)")
         }
-        var headers = [HTTPHeader("Authorization", "Bearer " + accessToken), HTTPHeader("Accept", "application/json"),
+        // EDGE: a header value is a String (HTTPHeader); libcurl gets a copy the C shim wipes.
+        var headers = [HTTPHeader("Authorization", "Bearer " + accessToken.unsafeString()), HTTPHeader("Accept", "application/json"),
                        HTTPHeader("User-Agent", Sanitize.line(userAgent, limit: 80))]
         if !accountId.isEmpty { headers.append(HTTPHeader("ChatGPT-Account-Id", accountId)) }
         var request = HTTPRequest(method: "GET", url: config.url(Self.usagePath), headers: headers,
@@ -74,7 +75,7 @@ public struct UsageClient {
     }
 
     /// "HTTP 403: code: message", vendor text sanitised and the token cut out.
-    func describe(_ response: borrowing HTTPResponse, redacting token: String) -> String {
+    func describe(_ response: borrowing HTTPResponse, redacting token: SecretToken) -> String {
         var s = "HTTP \(response.status)"
         if response.looksLikeHTML {
             return s + ", an HTML page; a proxy, captive portal or bot check may be in the way"

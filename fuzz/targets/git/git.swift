@@ -1,6 +1,7 @@
 // git credential helper input: GitCredentialProtocol.parse/read, shouldAnswer, answer, erase decision.
 @testable import CredentialCore
 import FuzzSupport
+import Secrets
 @testable import HelperProtocols
 
 private func outcome(_ body: () throws -> GitCredentialRequest) -> Result<GitCredentialRequest, CredentialError> {
@@ -47,10 +48,10 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         let should = GitCredentialProtocol.shouldAnswer(r)
         require(should == mayAnswer(r), "shouldAnswer disagrees with the host rule for \(r)")
         for doc in [dummyDocument,
-                    TokenDocument(accessToken: r.password ?? "", refreshToken: "x", accountId: r.username ?? ""),
-                    TokenDocument(accessToken: r.credential ?? "", refreshToken: "x", accountId: r.path ?? "")] {
+                    TokenDocument(accessToken: SecretToken(copying: r.password ?? ""), refreshToken: "x", accountId: r.username ?? ""),
+                    TokenDocument(accessToken: SecretToken(copying: r.credential ?? ""), refreshToken: "x", accountId: r.path ?? "")] {
             let answer: String?
-            do { answer = try GitCredentialProtocol.answer(for: r, document: doc) } catch {
+            do { answer = try GitCredentialProtocol.answer(for: r, document: doc, profile: .default)?.unsafeString() } catch {
                 requireCleanError(error)
                 require(should, "threw for a request that is not ours")
                 continue
@@ -73,7 +74,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         }
         if GitCredentialProtocol.shouldDropAccessToken(request: r, stored: dummyDocument) {
             require(should, "erase decision true for a host that is not ours")
-            require(r.password == dummyDocument.accessToken || r.credential == dummyDocument.accessToken,
+            let stored = dummyDocument.accessToken.unsafeString()
+            require(r.password == stored || r.credential == stored,
                     "erase decision true without the stored token")
         }
     }

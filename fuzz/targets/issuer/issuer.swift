@@ -33,7 +33,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     } catch { requireCleanError(error) }
 
     do {
-        let d = try client.requestDeviceCode()
+        let d = try client.requestDeviceCode(for: .default)
         require((200...299).contains(status), "device code from HTTP \(status)")
         require(Sanitize.isTokenSafe(d.deviceAuthId) && Sanitize.isTokenSafe(d.userCode), "unsafe device code accepted")
         require(d.userCode.utf8.count <= 64, "user code too long")

@@ -1,7 +1,10 @@
 // JSON.parse on any bytes; for what parses: parse(serialize(v)) == v, and serialize emits no raw
-// control bytes (so a serialized value can never break a line-based format).
+// control bytes (so a serialized value can never break a line-based format). The secret parse
+// (token members into guarded memory, in place and copied) agrees, and serializeSecret writes the
+// same text into a buffer of exactly its size.
 @testable import CredentialCore
 import FuzzSupport
+import Secrets
 
 private func depth(_ v: JSONValue) -> Int {
     switch v {
@@ -28,5 +31,19 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     }
     require(again == v, "parse(serialize(v)) != v for \(text.debugDescription)")
     require(JSON.serialize(again) == text, "serialize is not stable")
+
+    // The same input with token members (`secretKeys`, at any depth) read into guarded memory,
+    // in place and copied: it parses exactly when the plain parse does, and writes the same text.
+    let keys: Set<String> = ["a", "b", "access_token", "refresh_token", "id_token", ""]
+    let shared = SecretToken.Buffer(SecretBytes(copying: input))
+    let inPlace: JSONValue, copied: JSONValue
+    do {
+        inPlace = try JSON.parse(sharing: shared, secretKeys: keys)
+        copied = try input.withUnsafeBytes { try JSON.parse($0, secretKeys: keys) }
+    } catch { fuzzFail("the secret parse refused what the plain parse took: \(error)") }
+    require(inPlace == copied, "in-place and copied secret parses differ")
+    let secretText = JSON.serializeSecret(inPlace)
+    require(secretText.unsafeString() == text, "serializeSecret differs from serialize: \(secretText.unsafeString().debugDescription)")
+    require(secretText.count == JSON.serializedCount(inPlace) && secretText.capacity == secretText.count, "serializedCount is not the size")
     return 0
 }

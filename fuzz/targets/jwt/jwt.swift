@@ -16,8 +16,10 @@ private func check(_ c: JWTClaims?) {
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let input = bytesOf(data, size)
-    check(JWTClaims.decode(String(decoding: input, as: UTF8.self)))
-    let token = "eyJhbGciOiJub25lIn0." + Base64.encode(input, alphabet: .urlSafe, padded: false) + ".c2ln"
+    let whole = input.withUnsafeBytes { JWTClaims.decode(bytes: $0) }
+    check(whole)
+    require(whole == JWTClaims.decode(SecretToken(copying: input.withUnsafeBytes { $0 })), "bytes and token decode differ")
+    let token = SecretToken(copying: "eyJhbGciOiJub25lIn0." + Base64.encode(input, alphabet: .urlSafe, padded: false) + ".c2ln")
     let claims = JWTClaims.decode(token)
     check(claims)
     // A payload that is a JSON object always yields claims.

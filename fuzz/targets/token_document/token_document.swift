@@ -1,13 +1,14 @@
 // The stored document (keyring item or decrypted file): TokenDocument.parse and its round trip.
 @testable import CredentialCore
 import FuzzSupport
+import Secrets
 @testable import HelperProtocols
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let input = bytesOf(data, size)
     let d: TokenDocument
-    do { d = try TokenDocument.parse(input, origin: "fuzz") } catch {
+    do { d = try TokenDocument.parse(SecretBytes(copying: input), origin: "fuzz") } catch {
         requireCleanError(error)
         return 0
     }
@@ -22,11 +23,11 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     }
     // Whatever was stored, answers never carry injected lines.
     let request = GitCredentialRequest(protocol: "https", host: "chatgpt.com", capabilities: ["authtype"])
-    if let out = try? GitCredentialProtocol.answer(for: request, document: d) {
-        require(out.split(separator: "\n").count <= 5, "git answer with injected lines")
+    if let answer = try? GitCredentialProtocol.answer(for: request, document: d, profile: .default) {
+        require(answer.unsafeString().split(separator: "\n").count <= 5, "git answer with injected lines")
     }
-    if let out = try? DockerCredentialProtocol.getAnswer(serverURL: "https://chatgpt.com", document: d) {
-        require(!out.dropLast().contains("\n"), "docker answer with injected lines")
+    if let answer = try? DockerCredentialProtocol.getAnswer(serverURL: "https://chatgpt.com", document: d, profile: .default) {
+        require(!answer.unsafeString().dropLast().contains("\n"), "docker answer with injected lines")
     }
     return 0
 }

@@ -10,7 +10,7 @@ let now: Int64 = 1_800_000_000
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let input = bytesOf(data, size)
     let result: TokenImport.Result
-    do { result = try TokenImport.parse(SecretBytes(copying: input), now: now) } catch {
+    do { result = try TokenImport.parse(SecretBytes(copying: input), profile: .default, now: now) } catch {
         requireCleanError(error)
         require((error as? CredentialError)?.exitCode == 2, "store failure is not badInput: \(error)")
         return 0
@@ -28,8 +28,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     require(back == d, "stored document does not round-trip:\n\(d)\n\(back)")
     // And the git answer for it is either clean or refused.
     let request = GitCredentialRequest(protocol: "https", host: "chatgpt.com")
-    if let out = try? GitCredentialProtocol.answer(for: request, document: d) {
-        require(out.split(separator: "\n").count <= 3, "git answer with injected lines")
+    if let answer = try? GitCredentialProtocol.answer(for: request, document: d, profile: .default) {
+        require(answer.unsafeString().split(separator: "\n").count <= 3, "git answer with injected lines")
     }
     return 0
 }

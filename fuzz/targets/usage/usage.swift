@@ -16,6 +16,7 @@ private struct CannedTransport: HTTPTransport {
 private let contentTypes = ["application/json", "", "text/html; charset=utf-8", "application/json; charset=utf-8", "text/plain"]
 private let now: Int64 = 1_800_000_000
 private let token = "eyJhbGciOiJub25lIn0.eyJleHAiOjE5MDAwMDAwMDB9.sig"
+private let secretToken = SecretToken(copying: token)
 
 /// What the parser promises of a report, whatever the body was.
 private func requireSane(_ r: UsageReport) {
@@ -61,7 +62,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var client = UsageClient(config: .default, transport: transport, retry: .none, userAgent: "chatgpt-credential/fuzz")
     client.retry.sleep = { _ in fuzzFail("slept with retry .none") }
     do {
-        switch try client.fetch(accessToken: token, accountId: "acct-123", now: { now }) {
+        switch try client.fetch(accessToken: secretToken, accountId: "acct-123", profile: .default, now: { now }) {
         case .report(let r):
             require((200...299).contains(status), "a report from HTTP \(status)")
             require(r == parsed, "the client's report differs from the parser's")

@@ -1,0 +1,121 @@
+import Testing
+@testable import CredentialCore
+@testable import Secrets
+
+@Suite struct SecretTokenTests {
+    func bytes(_ t: SecretToken) -> [UInt8] { t.withUnsafeBytes { Array($0) } }
+
+    @Test func holdsItsBytesAndComparesThem() {
+        let a = SecretToken(copying: "eyJ.a.b"), same: SecretToken = "eyJ.a.b"
+        #expect(bytes(a) == Array("eyJ.a.b".utf8) && a.count == 7)
+        #expect(a == same)
+        #expect(a != "eyJ.a.c" && a != "eyJ.a.b." && a != "eyJ.a")
+        #expect(SecretToken() == "" && SecretToken().isEmpty && SecretToken().buffer == nil)
+        #expect(a.equals(utf8: "eyJ.a.b") && !a.equals(utf8: "eyJ.a.B") && !a.equals(utf8: ""))
+        #expect(a.unsafeString() == "eyJ.a.b")
+    }
+
+    @Test func copiesShareTheOneBuffer() {
+        let a = SecretToken(copying: "tok")
+        let copy = a
+        var doc = TokenDocument(accessToken: a, refreshToken: "r")
+        let docCopy = doc
+        doc.email = "changed"
+        #expect(copy.buffer === a.buffer && docCopy.accessToken.buffer === a.buffer)
+    }
+
+    /// Never the bytes in a message or a test's failure output.
+    @Test func describesItselfWithoutItsBytes() {
+        let t = SecretToken(copying: "rt_very-secret")
+        #expect("\(t)" == "SecretToken(14 bytes)")
+        #expect(String(reflecting: t) == "SecretToken(14 bytes)")
+        #expect(!"\(TokenDocument(accessToken: t, refreshToken: t))".contains("very-secret"))
+    }
+
+    @Test func cutsEveryOccurrenceOutOfAText() {
+        let t = SecretToken(copying: "rt_secret")
+        #expect(t.cut(from: "a rt_secret b rt_secretrt_secret c rt_secre", replacement: "[x]") == "a [x] b [x][x] c rt_secre")
+        #expect(SecretToken().cut(from: "abc", replacement: "[x]") == "abc")
+    }
+
+    /// The tokens of a parsed document are ranges of the document's own bytes (no buffer per
+    /// token); one with an escape is decoded into a buffer of its own.
+    @Test func aParsedDocumentsTokensAreRangesOfItsBytes() throws {
+        let text = #"{"access_token":"at.1","refresh_token":"rt\/2","id_token":"it.3","email":"e@x"}"#
+        let d = try TokenDocument.parse(SecretBytes(copying: text.utf8), origin: "test")
+        #expect(d.accessToken == "at.1" && d.refreshToken == "rt/2" && d.idToken == "it.3" && d.email == "e@x")
+        #expect(d.accessToken.buffer === d.idToken.buffer)
+        #expect(d.refreshToken.buffer !== d.accessToken.buffer)
+        #expect(d.accessToken.buffer?.bytes.count == text.utf8.count)
+    }
+
+    @Test func serializedIsExactlyItsCountedSize() {
+        let d = TokenDocument(accessToken: "a\u{1}b", refreshToken: "r\"é", idToken: "", accountId: "acct", expiresAt: 1_900_000_000)
+        let s = d.serialized()
+        #expect(s.count == d.serializedCount && s.capacity == s.count)
+        #expect(s.unsafeString().contains(#""access_token":"a\u0001b","refresh_token":"r\"é","id_token":"""#))
+    }
+}
+
+@Suite struct SecretJSONTests {
+    let keys: Set<String> = ["t"]
+
+    @Test func secretMembersBecomeSecretsAtAnyDepthAndOthersStayStrings() throws {
+        let v = try JSON.parse(SecretBytes(copying: #"{"t":"x","s":"y","o":{"t":"z","n":1},"a":[{"t":"w"}],"u":{"t":2}}"#.utf8), secretKeys: keys)
+        #expect(v["t"] == .secret("x") && v["s"] == .string("y"))
+        #expect(v["o"]?["t"] == .secret("z"))
+        #expect(v["u"]?["t"] == .number(2)) // only string values are secrets
+        guard case .array(let items)? = v["a"] else { Issue.record("no array"); return }
+        #expect(items.first?["t"] == .secret("w"))
+        #expect(v["t"]?.stringValue == nil && v["s"]?.secretValue == nil)
+        #expect(JSONValue.secret("x") != .string("x"))
+    }
+
+    @Test func escapesAreDecodedAndBadStringsRefusedAsPlainOnesAre() throws {
+        let v = try JSON.parse(SecretBytes(copying: #"{"t":"a\"b\u00e9\ud83d\ude00\/"}"#.utf8), secretKeys: keys)
+        #expect(v["t"] == .secret(SecretToken(copying: "a\"bé😀/")))
+        for bad in [#"{"t":"a"#, "{\"t\":\"a\u{1}\"}", #"{"t":"\ud800"}"#, #"{"t":"\q"}"#] {
+            #expect(throws: JSONError.self) { try JSON.parse(SecretBytes(copying: bad.utf8), secretKeys: keys) }
+        }
+        let invalid: [UInt8] = Array(#"{"t":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8)
+        #expect(throws: JSONError(reason: "invalid UTF-8", offset: 9)) {
+            try JSON.parse(sharing: SecretToken.Buffer(SecretBytes(copying: invalid)), secretKeys: keys)
+        }
+        #expect(throws: JSONError(reason: "invalid UTF-8", offset: 9)) { try JSON.parse(invalid) }
+    }
+
+    @Test func serializeSecretWritesWhatSerializeWouldAndCountsIt() throws {
+        let plain = try JSON.parse(#"{"t":"x\u0007y","n":[1,2.5,null,true],"s":"\u202e"}"#)
+        let secret = try JSON.parse(SecretBytes(copying: #"{"t":"x\u0007y","n":[1,2.5,null,true],"s":"\u202e"}"#.utf8), secretKeys: keys)
+        let text = JSON.serializeSecret(secret, suffix: "\n")
+        #expect(text.unsafeString() == JSON.serialize(plain) + "\n")
+        #expect(text.count == JSON.serializedCount(secret) + 1 && text.capacity == text.count)
+    }
+
+    /// A token is never written into a String: that is a programming error, and it stops.
+    @Test func serializingASecretIntoAStringStops() async {
+        await #expect(processExitsWith: .failure) {
+            _ = JSON.serialize(.object([("t", .secret("x"))]))
+        }
+    }
+
+    @Test func base64OfASecretDecodesAsThePlainDecoder() throws {
+        for text in ["", "YQ", "YWI", "YWJj", "YQ==", "Y-_8", "Y+/8", "YR", "a b"] {
+            let secret: [UInt8]? = Array(text.utf8).withUnsafeBytes { raw in
+                guard let decoded = Base64.decodeSecret(raw, alphabet: .urlSafe, padding: .optional) else { return nil }
+                return decoded.withUnsafeBytes { Array($0) }
+            }
+            let plain = Base64.decode(text, alphabet: .urlSafe, padding: .optional)
+            #expect(secret == plain, "\(text)")
+        }
+    }
+
+    @Test func aJWTHasExactlyThreeSegments() {
+        let payload = Base64.encode(Array(#"{"exp":1900000000,"email":"a@b.c"}"#.utf8), alphabet: .urlSafe, padded: false)
+        #expect(JWTClaims.decode(SecretToken(copying: "h.\(payload).s"))?.expiresAt == 1_900_000_000)
+        #expect(JWTClaims.decode(SecretToken(copying: "h.\(payload).s"))?.email == "a@b.c")
+        #expect(JWTClaims.decode(SecretToken(copying: "h.\(payload)")) == nil)
+        #expect(JWTClaims.decode(SecretToken(copying: "h.\(payload).s.x")) == nil)
+        #expect(JWTClaims.decode(SecretToken()) == nil)
+    }
+}
