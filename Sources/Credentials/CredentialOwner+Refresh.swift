@@ -146,6 +146,11 @@ extension CredentialOwner {
                 return answer
             }
             return try rejectedFallback(LocatedCredential(store: store, document: marked), need, code: code)
+        case .failed(let reason):
+            guard RefreshPolicy.stillUsable(current.document, need, now: now()) else { throw CredentialError.failure("could not refresh the token: \(reason)") }
+            return FreshCredential(document: current.document, notices: [
+                "notice: could not refresh the token (\(Sanitize.line(reason, limit: 120))); printing the stored one, which \(TimeSpan.expiry(current.document.expiresAt - now()))"
+            ], refreshed: false)
         case .unavailable(let reason, let retryAfter):
             backoff.record(reason: reason, retryAfter: retryAfter, now: now())
             return try transientFallback(current, need, reason: reason)

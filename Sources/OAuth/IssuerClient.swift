@@ -42,6 +42,9 @@ public enum RefreshResult: Equatable, Sendable {
     /// Transient: 5xx, 429, network errors (after retries), or an unusable answer. Try later;
     /// `retryAfter` is the issuer's own Retry-After (seconds), when it sent one.
     case unavailable(reason: String, retryAfter: Double? = nil)
+    /// Nothing was sent and trying again later will not help (libcurl is not installed): the
+    /// refresh token is unspent, nothing is shared with other processes.
+    case failed(reason: String)
 }
 
 /// The start of a device-code sign-in.
@@ -238,6 +241,9 @@ public struct IssuerClient {
         } catch CredentialError.temporary(let why) {
             // The caller words it ("…; try again later") once.
             return .unavailable(reason: Self.redact(Sanitize.line(why), [refreshToken]))
+        } catch CredentialError.failure(let why) {
+            // Nothing reached the issuer and waiting will not help (libcurl is not installed).
+            return .failed(reason: Self.redact(Sanitize.line(why), [refreshToken]))
         } catch let error as CredentialError {
             return .unavailable(reason: Self.redact(error.message, [refreshToken]))
         } catch {

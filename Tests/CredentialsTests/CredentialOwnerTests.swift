@@ -167,6 +167,21 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         #expect(r.seen.count == 1)
     }
 
+    @Test func aLocalFailureIsExit1AndIsNotShared() throws {
+        let w = OwnerWorld()
+        let doc = try w.seed(expiresIn: 120)
+        let r = ScriptedRefresher([.failed(reason: "cannot load libcurl.so.4 (install libcurl4)")])
+        let fresh = try w.owner(r).fresh(Freshness())
+        #expect(fresh.document == doc)
+        #expect(fresh.notices == ["notice: could not refresh the token (cannot load libcurl.so.4 (install libcurl4)); printing the stored one, which expires in 2 min 0 s"])
+        #expect(IssuerBackoff(lockPath: w.lockDirectory + "/default.lock").current(now: w.now) == nil)
+        r.answers = [.failed(reason: "cannot load libcurl.so.4 (install libcurl4)")]
+        #expect(throws: CredentialError.failure("could not refresh the token: cannot load libcurl.so.4 (install libcurl4)")) {
+            try w.owner(r).fresh(Freshness(minTTL: 600, requiredTTL: 600))
+        }
+        #expect(r.seen.count == 2)
+    }
+
     @Test func retryAfterSetsTheSharedBackoff() throws {
         let w = OwnerWorld()
         try w.seed(expiresIn: 120)

@@ -307,6 +307,17 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
         #expect(t2.requests.count == 2)
     }
 
+    /// libcurl not installed (or a request refused before it was sent): nothing reached the issuer
+    /// and waiting will not help, so it is a failure of its own, not a transient one to share.
+    @Test func aLocalTransportProblemIsAFailureNotATransientOne() throws {
+        let time = FakeTime()
+        let (client, t) = try makeClient([.fail(TransportError(.unavailable, "cannot load libcurl.so.4 (install libcurl4)"))], time: time)
+        #expect(client.refresh(refreshToken: "rt") == .failed(reason: "cannot load libcurl.so.4 (install libcurl4)"))
+        #expect(t.requests.count == 1 && time.sleeps.isEmpty)
+        #expect(TransportError(.unavailable, "x").credentialError == .failure("x"))
+        #expect(TransportError(.connect, "x").credentialError == .temporary("x"))
+    }
+
     @Test func htmlBodyIsAClearError() throws {
         let (client, _) = try makeClient([.respond(CannedResponse(status: 200, headers: ["Content-Type": "text/html"],
                                                                 text: "<html><body>Just a moment</body></html>"))])

@@ -115,7 +115,9 @@ public struct TransportError: Error, Equatable, Sendable {
         }
     }
 
-    public var credentialError: CredentialError { .temporary(message) }
+    /// No answer at all is temporary (exit 4), except a local problem that waiting does not
+    /// mend — libcurl missing, a request refused before it was sent — which is a failure (exit 1).
+    public var credentialError: CredentialError { kind == .unavailable ? .failure(message) : .temporary(message) }
 }
 
 /// Sends one request and returns the response, whatever its status. Network failures (no HTTP

@@ -61,6 +61,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         require(permanent.contains(code) || (code == "unauthorized" && status == 401), "rejected with \(code.debugDescription) at HTTP \(status)")
     case .unavailable(let reason, _):
         require(isCleanLine(reason), "reason with control bytes: \(reason.debugDescription)")
+    case .failed(let reason):
+        fuzzFail("a local failure from a transport that always answers: \(reason.debugDescription)")
     }
 
     // Retry-After and the retry loop: never more attempts than allowed, never sleeping past the
