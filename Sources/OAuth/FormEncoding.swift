@@ -1,0 +1,70 @@
+import CredentialCore
+import Secrets
+
+/// application/x-www-form-urlencoded, percent-encoding everything but RFC 3986 unreserved bytes.
+public enum FormEncoding {
+    public static func encode(_ pairs: [(String, String)]) -> String {
+        var out: [UInt8] = []
+        write(pairs) { out.append($0) }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The same text straight into `SecretBytes`, for a body that carries a code and verifier.
+    public static func encodeSecret(_ pairs: [(String, String)]) -> SecretBytes {
+        var out = SecretBytes(capacity: 512)
+        write(pairs) { out.append($0) }
+        return out
+    }
+
+    private static func write(_ pairs: [(String, String)], _ emit: (UInt8) -> Void) {
+        let hex = Array("0123456789ABCDEF".utf8)
+        func escape(_ s: String) {
+            for b in s.utf8 {
+                switch b {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                     UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                    emit(b)
+                default:
+                    emit(UInt8(ascii: "%")); emit(hex[Int(b >> 4)]); emit(hex[Int(b & 15)])
+                }
+            }
+        }
+        for (n, (name, value)) in pairs.enumerated() {
+            if n > 0 { emit(UInt8(ascii: "&")) }
+            escape(name)
+            emit(UInt8(ascii: "="))
+            escape(value)
+        }
+    }
+
+    /// Decodes a query or form body into pairs ('+' is a space). Nil on a bad escape.
+    public static func decode(_ s: String) -> [(String, String)]? {
+        func unescape(_ part: Substring) -> String? {
+            var out: [UInt8] = []
+            var it = Array(part.utf8)[...]
+            while let b = it.popFirst() {
+                if b == UInt8(ascii: "+") { out.append(0x20); continue }
+                guard b == UInt8(ascii: "%") else { out.append(b); continue }
+                guard let h = it.popFirst(), let l = it.popFirst(),
+                      let hv = hexValue(h), let lv = hexValue(l) else { return nil }
+                out.append(hv << 4 | lv)
+            }
+            return String(validating: out, as: UTF8.self)
+        }
+        func hexValue(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: return c - 48
+            case 65...70: return c - 55
+            case 97...102: return c - 87
+            default: return nil
+            }
+        }
+        var pairs: [(String, String)] = []
+        for item in s.split(separator: "&") where !item.isEmpty {
+            let kv = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let k = unescape(kv[0]), let v = unescape(kv.count > 1 ? kv[1] : "") else { return nil }
+            pairs.append((k, v))
+        }
+        return pairs
+    }
+}
