@@ -126,7 +126,7 @@ let fuzzTargets: [(name: String, fuzzes: [Target.Dependency])] = [
     ("usage", ["CLI", "OAuth", "CredentialCore"]),
 ]
 if Context.environment["CHATGPT_CREDENTIAL_FUZZ"] == "1" {
-    let fuzz = [Target.target(name: "FuzzSupport", dependencies: ["CredentialCore"], path: "fuzz/Support")]
+    let fuzz = [Target.target(name: "FuzzSupport", dependencies: ["CredentialCore", "OAuth"], path: "fuzz/Support")]
         + fuzzTargets.map { t in
             .executableTarget(
                 name: "fuzz-" + t.name, dependencies: ["FuzzSupport", "Secrets"] + t.fuzzes, path: "fuzz/targets/" + t.name,

@@ -110,6 +110,14 @@ import Testing
         }
     }
 
+    /// Found by fuzz/jwt: `exp` 0.7 became 0 ("unknown") although accepted as a positive time.
+    @Test func aFractionalExpBelowOneSecondIsNoExpiry() {
+        for (exp, expected) in [("0.7", nil), ("0.999", nil), ("1.5", Int64(1)), ("1900000000.9", Int64(1_900_000_000))] as [(String, Int64?)] {
+            let payload = Base64.encode(Array(#"{"exp":\#(exp)}"#.utf8), alphabet: .urlSafe, padded: false)
+            #expect(JWTClaims.decode(SecretToken(copying: "h.\(payload).s"))?.expiresAt == expected, "exp \(exp)")
+        }
+    }
+
     @Test func aJWTHasExactlyThreeSegments() {
         let payload = Base64.encode(Array(#"{"exp":1900000000,"email":"a@b.c"}"#.utf8), alphabet: .urlSafe, padded: false)
         #expect(JWTClaims.decode(SecretToken(copying: "h.\(payload).s"))?.expiresAt == 1_900_000_000)

@@ -30,7 +30,8 @@ public struct JWTClaims: Equatable, Sendable {
               let payload = Base64.decodeSecret(segment, alphabet: .urlSafe, padding: .optional),
               let json = try? JSON.parse(payload, maxBytes: 64 * 1024), json.isObject else { return nil }
         var c = JWTClaims()
-        if let exp = json["exp"]?.doubleValue, exp.isFinite, exp > 0, exp < 1e12 { c.expiresAt = Int64(exp) }
+        // At least 1: a fraction below one second truncates to 0, which means "unknown" (found by fuzz/jwt).
+        if let exp = json["exp"]?.doubleValue, exp.isFinite, exp >= 1, exp < 1e12 { c.expiresAt = Int64(exp) }
         let auth = json[authClaim]
         c.accountId = clean(auth?["chatgpt_account_id"]?.stringValue)
         c.plan = clean(auth?["chatgpt_plan_type"]?.stringValue)

@@ -5,21 +5,13 @@
 import FuzzSupport
 @testable import OAuth
 
-private struct CannedTransport: HTTPTransport {
-    let status: Int
-    let headers: [String: String]
-    let body: [UInt8]
-    func send(_ request: borrowing HTTPRequest) throws -> HTTPResponse { HTTPResponse(status: status, headers: headers, bytes: body) }
-}
-
-private let contentTypes = ["application/json", "", "text/html; charset=utf-8", "application/json; charset=utf-8", "text/plain"]
 private let permanent = Set(OAuthConstants.permanentRefreshErrors)
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var input = FuzzInput(data, size)
     let status = 100 + (Int(input.byte()) << 8 | Int(input.byte())) % 500
-    let ct = contentTypes[Int(input.byte()) % contentTypes.count]
+    let ct = fuzzContentTypes[Int(input.byte()) % fuzzContentTypes.count]
     let body = input.rest()
     let canned = CannedTransport(status: status, headers: ct.isEmpty ? [:] : ["Content-Type": ct], body: body)
     var client = IssuerClient(config: .default, transport: canned, retry: .none)

@@ -6,14 +6,6 @@ import FuzzSupport
 @testable import OAuth
 @testable import CLI
 
-private struct CannedTransport: HTTPTransport {
-    let status: Int
-    let headers: [String: String]
-    let body: [UInt8]
-    func send(_ request: borrowing HTTPRequest) throws -> HTTPResponse { HTTPResponse(status: status, headers: headers, bytes: body) }
-}
-
-private let contentTypes = ["application/json", "", "text/html; charset=utf-8", "application/json; charset=utf-8", "text/plain"]
 private let now: Int64 = 1_800_000_000
 private let token = "eyJhbGciOiJub25lIn0.eyJleHAiOjE5MDAwMDAwMDB9.sig"
 private let secretToken = SecretToken(copying: token)
@@ -49,7 +41,7 @@ private func withoutOwnColours(_ s: String) -> String {
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var input = FuzzInput(data, size)
     let status = 100 + (Int(input.byte()) << 8 | Int(input.byte())) % 500
-    let ct = contentTypes[Int(input.byte()) % contentTypes.count]
+    let ct = fuzzContentTypes[Int(input.byte()) % fuzzContentTypes.count]
     let body = input.rest()
 
     // The parser alone: nil exactly when the body is not a JSON object.
