@@ -23,10 +23,21 @@ extension CredentialOwner {
         if let cache, !need.forceRefresh {
             let kind = selector.readKind(of: profile)
             if let hit = cachedAnswer(cache, kind, need) { return hit }
-            if cache.canServe, let filled = try fillFromStore(cache, kind, need) { return filled }
+            if cache.canServe {
+                switch try fillFromStore(cache, kind, need) {
+                case .answer(let filled): return filled
+                case .refreshDue(let located): return try fresh(located, need) // read once, not again
+                }
+            }
         }
         guard let located = try locate() else { throw CredentialError.notSignedIn(profile: profile.name) }
         return try fresh(located, need)
+    }
+
+    private enum Fill {
+        case answer(FreshCredential)
+        /// The stored credential needs a refresh, which fills the entry itself (through `record`).
+        case refreshDue(LocatedCredential)
     }
 
     /// What `status` can report without reading the store: a fresh entry of the access cache and
@@ -46,16 +57,16 @@ extension CredentialOwner {
     /// A miss: read the store and fill the entry under the profile's lock, so that no change
     /// (erase, store, refresh) can come between the read and the fill and leave a stale entry.
     /// Shared, so cold readers do not queue behind each other — except where a read costs a
-    /// scrypt: then one process fills while the others wait and answer from its entry. nil when
-    /// a refresh is due (that path fills the entry itself, through `record`).
-    private func fillFromStore(_ cache: CredentialCache, _ kind: StoreKind, _ need: Freshness) throws -> FreshCredential? {
+    /// scrypt: then one process fills while the others wait and answer from its entry. When a
+    /// refresh is due, what was read is handed on so the store is not read twice.
+    private func fillFromStore(_ cache: CredentialCache, _ kind: StoreKind, _ need: Freshness) throws -> Fill {
         let costly = selector.store(of: kind).isExpensiveToRead(profile)
         return try lock.holding(costly ? .exclusive : .shared) {
-            if let hit = cachedAnswer(cache, kind, need) { return hit } // filled while we waited
+            if let hit = cachedAnswer(cache, kind, need) { return .answer(hit) } // filled while we waited
             guard let located = try locate() else { throw CredentialError.notSignedIn(profile: profile.name) }
-            guard case .use(let notice) = RefreshPolicy.decide(located.document, need, now: now()) else { return nil }
+            guard case .use(let notice) = RefreshPolicy.decide(located.document, need, now: now()) else { return .refreshDue(located) }
             cache.apply(.stored(located.document, in: located.store), profile) // a fill, not a change
-            return FreshCredential(document: located.document, notices: notice.map { [$0] } ?? [], refreshed: false)
+            return .answer(FreshCredential(document: located.document, notices: notice.map { [$0] } ?? [], refreshed: false))
         }
     }
 
