@@ -111,20 +111,25 @@ extension CredentialOwner {
         return (current, nil)
     }
 
-    /// Waiting behind another process's refresh (shared lock): use what it stored, or the
-    /// transient outcome it recorded; nil when it left nothing usable.
-    private func answeredByOthers(_ initial: TokenDocument, _ need: Freshness) throws -> FreshCredential? {
+    /// Re-reads, then the shared back-off: what another process stored, or the transient outcome
+    /// it recorded moments ago, may answer the request. `answer` nil: the refresh is still ours.
+    private func settledByOthers(_ initial: TokenDocument, _ need: Freshness) throws -> (located: LocatedCredential, answer: FreshCredential?) {
         let (current, answer) = try reread(initial, need)
-        if let answer { return answer }
-        if let record = backoff.current(now: now()) { return try transientFallback(current, need, backoff: record) }
-        return nil
+        if let answer { return (current, answer) }
+        guard let record = backoff.current(now: now()) else { return (current, nil) }
+        let wait = TimeSpan.describe(record.until - now())
+        return (current, try transientFallback(current.document, need, reason: "\(record.reason); the issuer is not asked again for \(wait)"))
+    }
+
+    /// Waiting behind another process's refresh (shared lock): nil when it left nothing usable.
+    private func answeredByOthers(_ initial: TokenDocument, _ need: Freshness) throws -> FreshCredential? {
+        try settledByOthers(initial, need).answer
     }
 
     /// Holding the exclusive lock: re-read, check the shared back-off, reserve, refresh, persist.
     private func refreshHoldingLock(_ initial: TokenDocument, _ need: Freshness) throws -> FreshCredential {
-        let (current, answer) = try reread(initial, need)
+        let (current, answer) = try settledByOthers(initial, need)
         if let answer { return answer }
-        if let record = backoff.current(now: now()) { return try transientFallback(current, need, backoff: record) }
         let store = current.store
         let version = try store.version(profile)
 
@@ -133,10 +138,9 @@ extension CredentialOwner {
         do {
             prepared = try store.prepareWrite(profile, size: current.document.serializedCount)
         } catch let e as CredentialError {
-            guard RefreshPolicy.stillUsable(current.document, need, now: now()) else { throw e }
-            return FreshCredential(document: current.document, notices: [
-                "notice: not refreshing, the refreshed tokens could not be saved (\(e.message)); printing the stored token, which \(TimeSpan.expiry(current.document.expiresAt - now()))"
-            ], refreshed: false)
+            return try storedIfUsable(current.document, need, otherwise: e) {
+                "notice: not refreshing, the refreshed tokens could not be saved (\(e.message)); printing the stored token, which \($0)"
+            }
         }
 
         switch try refresher().refresh(refreshToken: current.document.refreshToken) {
@@ -158,13 +162,13 @@ extension CredentialOwner {
             }
             return try rejectedFallback(LocatedCredential(store: store, document: marked), need, code: code)
         case .failed(let reason):
-            guard RefreshPolicy.stillUsable(current.document, need, now: now()) else { throw CredentialError.failure("could not refresh the token: \(reason)") }
-            return FreshCredential(document: current.document, notices: [
-                "notice: could not refresh the token (\(Sanitize.line(reason, limit: 120))); printing the stored one, which \(TimeSpan.expiry(current.document.expiresAt - now()))"
-            ], refreshed: false)
+            // Local (libcurl missing): not shared as a back-off, and exit 1 rather than 4.
+            return try storedIfUsable(current.document, need, otherwise: .failure("could not refresh the token: \(reason)")) {
+                "notice: could not refresh the token (\(Sanitize.line(reason, limit: 120))); printing the stored one, which \($0)"
+            }
         case .unavailable(let reason, let retryAfter):
             backoff.record(reason: reason, retryAfter: retryAfter, now: now())
-            return try transientFallback(current, need, reason: reason)
+            return try transientFallback(current.document, need, reason: reason)
         }
     }
 
@@ -180,7 +184,9 @@ extension CredentialOwner {
         } catch let e as CredentialError {
             failure = e
         }
-        let left = TimeSpan.expiry(next.expiresAt - now())
+        func lost(_ whereAndWhy: String) -> [String] {
+            ["notice: could not save the refreshed tokens to \(whereAndWhy): the new refresh token is lost; this access token \(TimeSpan.expiry(next.expiresAt - now())), then sign in again: \(profile.loginCommand)"]
+        }
         if let other = selector.fallback(for: store) {
             do {
                 try other.save(next, for: profile)
@@ -194,37 +200,31 @@ extension CredentialOwner {
                 }
                 return notices
             } catch let e as CredentialError {
-                return ["notice: could not save the refreshed tokens to \(store.location(for: profile)) (\(failure.message)) nor to \(other.location(for: profile)) (\(e.message)): the new refresh token is lost; this access token \(left), then sign in again: \(profile.loginCommand)"]
+                return lost("\(store.location(for: profile)) (\(failure.message)) nor to \(other.location(for: profile)) (\(e.message))")
             }
         }
-        return ["notice: could not save the refreshed tokens to \(store.location(for: profile)) (\(failure.message)): the new refresh token is lost; this access token \(left), then sign in again: \(profile.loginCommand)"]
+        return lost("\(store.location(for: profile)) (\(failure.message))")
     }
 
     // MARK: fallbacks
 
+    /// A refresh that did not happen: the stored token, with `notice` (given its expiry), when it
+    /// is still usable for `need`; else `error`.
+    private func storedIfUsable(_ d: TokenDocument, _ need: Freshness, otherwise error: CredentialError,
+                                notice: (String) -> String) throws -> FreshCredential {
+        guard RefreshPolicy.stillUsable(d, need, now: now()) else { throw error }
+        return FreshCredential(document: d, notices: [notice(TimeSpan.expiry(d.expiresAt - now()))], refreshed: false)
+    }
+
     private func rejectedFallback(_ located: LocatedCredential, _ need: Freshness, code: String) throws -> FreshCredential {
-        let d = located.document
-        guard RefreshPolicy.stillUsable(d, need, now: now()) else {
-            throw CredentialError.refreshRejected(profile: profile.name, code: code)
+        try storedIfUsable(located.document, need, otherwise: .refreshRejected(profile: profile.name, code: code)) {
+            "warning: the issuer rejected the refresh token (\(Sanitize.line(code, limit: 60))); this token \($0); sign in again soon: \(profile.loginCommand)"
         }
-        return FreshCredential(document: d, notices: [
-            "warning: the issuer rejected the refresh token (\(Sanitize.line(code, limit: 60))); this token \(TimeSpan.expiry(d.expiresAt - now())); sign in again soon: \(profile.loginCommand)"
-        ], refreshed: false)
     }
 
-    private func transientFallback(_ located: LocatedCredential, _ need: Freshness, reason: String) throws -> FreshCredential {
-        let d = located.document
-        guard RefreshPolicy.stillUsable(d, need, now: now()) else {
-            throw CredentialError.temporary("could not refresh the token: \(reason)")
+    private func transientFallback(_ d: TokenDocument, _ need: Freshness, reason: String) throws -> FreshCredential {
+        try storedIfUsable(d, need, otherwise: .temporary("could not refresh the token: \(reason)")) {
+            "notice: could not refresh the token (\(Sanitize.line(reason, limit: 120))); printing the stored one, which \($0)"
         }
-        return FreshCredential(document: d, notices: [
-            "notice: could not refresh the token (\(Sanitize.line(reason, limit: 120))); printing the stored one, which \(TimeSpan.expiry(d.expiresAt - now()))"
-        ], refreshed: false)
-    }
-
-    /// Another process met a transient failure moments ago: its outcome, without asking again.
-    private func transientFallback(_ located: LocatedCredential, _ need: Freshness, backoff record: IssuerBackoff.Record) throws -> FreshCredential {
-        let wait = record.until - now()
-        return try transientFallback(located, need, reason: "\(record.reason); the issuer is not asked again for \(TimeSpan.describe(wait))")
     }
 }
