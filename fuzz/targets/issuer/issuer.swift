@@ -10,10 +10,8 @@ private let permanent = Set(OAuthConstants.permanentRefreshErrors)
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var input = FuzzInput(data, size)
-    let status = 100 + (Int(input.byte()) << 8 | Int(input.byte())) % 500
-    let ct = fuzzContentTypes[Int(input.byte()) % fuzzContentTypes.count]
-    let body = input.rest()
-    let canned = CannedTransport(status: status, headers: ct.isEmpty ? [:] : ["Content-Type": ct], body: body)
+    let canned = CannedTransport(fuzzing: &input)
+    let (status, body) = (canned.status, canned.body)
     var client = IssuerClient(config: .default, transport: canned, retry: .none)
     client.retry.sleep = { _ in fuzzFail("slept with retry .none") }
 

@@ -40,9 +40,8 @@ private func withoutOwnColours(_ s: String) -> String {
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var input = FuzzInput(data, size)
-    let status = 100 + (Int(input.byte()) << 8 | Int(input.byte())) % 500
-    let ct = fuzzContentTypes[Int(input.byte()) % fuzzContentTypes.count]
-    let body = input.rest()
+    let transport = CannedTransport(fuzzing: &input)
+    let (status, body) = (transport.status, transport.body)
 
     // The parser alone: nil exactly when the body is not a JSON object.
     let parsed = UsageReport.parse(body, now: now)
@@ -50,7 +49,6 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     require((parsed != nil) == isObject, "parse returned \(parsed == nil ? "nil" : "a report") for a body that is\(isObject ? "" : " not") a JSON object")
 
     // Through the client: only typed, clean errors; a report only for 2xx, unauthorized only for 401.
-    let transport = CannedTransport(status: status, headers: ct.isEmpty ? [:] : ["Content-Type": ct], body: body)
     var client = UsageClient(config: .default, transport: transport, retry: .none, userAgent: "chatgpt-credential/fuzz")
     client.retry.sleep = { _ in fuzzFail("slept with retry .none") }
     do {
