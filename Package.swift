@@ -25,6 +25,7 @@ let libsecretIncludes = [
 //   HelperProtocols   <- CredentialCore, Secrets       git and docker wire formats, Codex import, host rule
 //   AccessCache       <- CredentialCore, Secrets, CKeyring         the access cache in the kernel's user keyring
 //   Credentials       <- CredentialCore, Stores, OAuth the one owner of every change to a credential
+//   Broker            <- CredentialCore, Secrets       the broker's socket, HTTP framing, peer check, client
 //   CLI               <- all of the above              the command line, verbs, output formats
 //   chatgpt-credential <- CLI                          argv -> Invocation -> Runner -> exit
 let package = Package(
@@ -67,9 +68,11 @@ let package = Package(
         .target(name: "HelperProtocols", dependencies: ["CredentialCore", "Secrets"]),
         .target(name: "AccessCache", dependencies: ["CredentialCore", "Secrets", "CKeyring"]),
         .target(name: "Credentials", dependencies: ["CredentialCore", "Stores", "OAuth", "AccessCache"]),
+        // The broker's socket, HTTP/1.1 framing, peer check and client (no policy: the CLI answers).
+        .target(name: "Broker", dependencies: ["CredentialCore", "Secrets", "CSystemShims"]),
         .target(
             name: "CLI",
-            dependencies: ["CredentialCore", "Stores", "OAuth", "HelperProtocols", "Credentials", "AccessCache", "Secrets", "CSystemShims"]
+            dependencies: ["CredentialCore", "Stores", "OAuth", "HelperProtocols", "Credentials", "AccessCache", "Broker", "Secrets", "CSystemShims"]
         ),
         // argv -> Invocation -> run -> exit code.
         .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "Secrets", "CSystemShims"]),
