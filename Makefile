@@ -38,12 +38,13 @@ APT_PACKAGES := libsecret-1-dev libsodium-dev libcurl4-openssl-dev pkg-config \
                 mandoc man-db zsh fish hyperfine procps util-linux time openssl bash-completion strace \
                 dpkg-dev binutils lintian mmdebstrap debian-archive-keyring mount keyutils
 
-.PHONY: help deps apt-packages build release run test test-unit bench bench-smoke demo install uninstall lint-man fuzz fuzz-smoke clean \
+.PHONY: help setup deps apt-packages build release run test test-unit bench bench-smoke demo install uninstall lint-man fuzz fuzz-smoke clean \
         version deb dist lint-deb test-package
 
 help:
-	@echo "make deps       install the system packages (apt-get; run as root)"
-	@echo "make run ARGS=… build and run the tool, e.g. make run ARGS=status"
+	@echo "make setup      install the system packages (sudo apt-get), build, run the demo"
+	@echo "make deps       install the system packages only (sudo apt-get unless root)"
+	@echo "make run ARGS=… build and run the tool, e.g. make run ARGS=--help"
 	@echo "make test       the whole test suite in a throwaway D-Bus session with gnome-keyring"
 	@echo "make demo       an offline walk-through against the local test issuer"
 	@echo "make bench      benchmarks against the C reference helpers -> bench/results.md"
@@ -59,8 +60,15 @@ help:
 apt-packages:
 	@echo $(APT_PACKAGES)
 
+# The first of the README's two commands: everything a fresh Debian 12 with Swift needs, then the
+# demo (sign-in, get, usage, refresh, erase against the embedded test issuer, offline).
+setup: deps demo
+	@echo "setup: done. The binary is $(RELEASE_BIN); 'sudo make install' puts it on PATH, 'make test' runs the tests."
+
 deps:
-	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; \
+	  echo "make deps: installing the Debian packages the build and tests need, with sudo apt-get:"; \
+	  echo "  $(APT_PACKAGES)"; fi; \
 	$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends $(APT_PACKAGES)
 
 build:

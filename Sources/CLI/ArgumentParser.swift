@@ -46,7 +46,7 @@ public enum ArgumentParser {
                 } else if !arg.hasPrefix("--") {
                     // Short options: -v, -h (no bundling of options that take values).
                     guard arg.count == 2, let spec = CommandLineSpec.globalOptions.first(where: { $0.short == arg.last }) else {
-                        throw CredentialError.usage("unknown option '\(Sanitize.line(arg, limit: 60))'")
+                        throw CredentialError.usage("unknown option '\(Sanitize.line(arg, limit: 60))'" + Suggestion.forOption(arg, verb: verb))
                     }
                     name = spec.long
                 }
@@ -79,9 +79,9 @@ public enum ArgumentParser {
                 guard let v = verb, globals.wire == .plain, let vspec = CommandLineSpec.verb(v),
                       let spec = vspec.options.first(where: { $0.long == name }) else {
                     if let v = verb, globals.wire == .plain, CommandLineSpec.verb(v) != nil {
-                        throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))' for '\(v)'")
+                        throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))' for '\(v)'" + Suggestion.forOption(name, verb: v))
                     }
-                    throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))'")
+                    throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))'" + Suggestion.forOption(name, verb: nil))
                 }
                 if verbFlags[spec.long] != nil { throw CredentialError.usage("option \(spec.long) given twice") }
                 if spec.value == nil {
@@ -99,7 +99,7 @@ public enum ArgumentParser {
             if verb == nil {
                 verb = arg
                 if globals.wire == .plain, CommandLineSpec.verb(arg) == nil {
-                    throw CredentialError.usage("unknown verb '\(Sanitize.line(arg, limit: 60))'")
+                    throw CredentialError.usage("unknown verb '\(Sanitize.line(arg, limit: 60))'" + Suggestion.forVerb(arg))
                 }
                 if verb == "exec" {
                     // Everything after exec's own options is the command.
@@ -140,7 +140,7 @@ public enum ArgumentParser {
         let command: Command
         switch verb {
         case "help":
-            if let v = rest.first, CommandLineSpec.verb(v) == nil { throw CredentialError.usage("unknown verb '\(Sanitize.line(v, limit: 60))'") }
+            if let v = rest.first, CommandLineSpec.verb(v) == nil { throw CredentialError.usage("unknown verb '\(Sanitize.line(v, limit: 60))'" + Suggestion.forVerb(v)) }
             command = .help(verb: rest.first)
         case "login":
             let modes: [(String, LoginMode)] = [("--device", .device), ("--browser", .browser), ("--no-browser", .paste)]

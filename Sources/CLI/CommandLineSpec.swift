@@ -150,61 +150,133 @@ public enum CommandLineSpec {
 
     // MARK: help text
 
-    static func optionLine(_ o: OptionSpec) -> String {
+    /// One or two examples per verb, shown at the end of its `--help` (the man page's EXAMPLES
+    /// has more).
+    public static let examples: [String: [String]] = [
+        "login": ["\(programName) login    # device code over SSH, else the browser",
+                  "\(programName) --profile work login --device"],
+        "get": ["curl -H \"Authorization: Bearer $(\(programName) get)\" \\\n     -H \"ChatGPT-Account-ID: $(\(programName) get --account-id)\" URL",
+                "eval \"$(\(programName) get --env)\""],
+        "store": ["\(programName) store --from-codex",
+                  "\(programName) store < tokens.json"],
+        "erase": ["\(programName) erase",
+                  "\(programName) --profile work erase --no-revoke"],
+        "status": ["\(programName) status", "\(programName) status --all --json"],
+        "usage": ["\(programName) usage", "\(programName) usage --json | jq '.windows[]'"],
+        "exec": ["\(programName) exec -- sh -c \\\n    'curl -H \"Authorization: Bearer $CHATGPT_ACCESS_TOKEN\" URL'"],
+        "help": ["\(programName) help get"],
+    ]
+
+    /// Help is wrapped to the terminal's width, 80 columns off a terminal (the man page's "Help").
+    public static let defaultWidth = 80
+
+    /// `text` broken at spaces into lines of at most `width` columns, every line after the first
+    /// indented by `indent`. A word longer than a line stands alone on its line, never cut.
+    static func wrap(_ text: String, width: Int, indent: Int = 0) -> String {
+        var lines: [String] = []
+        var line = String(repeating: " ", count: indent)
+        var lineHasWord = false
+        for word in text.split(separator: " ", omittingEmptySubsequences: true) {
+            if lineHasWord && line.count + 1 + word.count > width {
+                lines.append(line)
+                line = String(repeating: " ", count: indent)
+                lineHasWord = false
+            }
+            line += (lineHasWord ? " " : "") + word
+            lineHasWord = true
+        }
+        lines.append(line)
+        return lines.joined(separator: "\n")
+    }
+
+    /// A paragraph of `details` (lines joined) wrapped to `width`.
+    static func paragraph(_ text: String, width: Int) -> String {
+        text.split(separator: "\n\n", omittingEmptySubsequences: true)
+            .map { wrap($0.split(separator: "\n").joined(separator: " "), width: width) }
+            .joined(separator: "\n\n")
+    }
+
+    static func optionHead(_ o: OptionSpec) -> String {
         var head = o.short.map { "-\($0), " } ?? "    "
         head += o.long
         if let v = o.value { head += o.valueOptional ? " [\(v)]" : " \(v)" }
-        let pad = head.count < 28 ? String(repeating: " ", count: 28 - head.count) : "\n" + String(repeating: " ", count: 30)
-        var line = "  " + head + pad + o.help
-        if let env = o.env { line += " [$\(env)\(o.envValue.map { "=" + $0 } ?? "")]" }
-        return line
+        return head
     }
 
-    public static func mainHelp() -> String {
-        var s = """
-        \(programName) — ChatGPT sign-in and fresh bearer tokens for scripts and tools
+    /// `  -v, --verbose             diagnostics…`: the head, then the help wrapped in a column
+    /// of its own (on the next line when the head is too long).
+    static func optionLine(_ o: OptionSpec, width: Int = defaultWidth) -> String {
+        let head = "  " + optionHead(o)
+        var help = o.help
+        if let env = o.env { help += " [$\(env)\(o.envValue.map { "=" + $0 } ?? "")]" }
+        let column = 30
+        let body = wrap(help, width: width, indent: column)
+        if head.count < column - 1 { return head.padded(to: column) + body.dropFirst(column) }
+        return head + "\n" + body
+    }
+
+    public static func mainHelp(width: Int = defaultWidth) -> String {
+        let width = max(40, width)
+        var s = wrap("\(programName) — ChatGPT sign-in and fresh bearer tokens for scripts and tools", width: width) + "\n"
+        s += """
 
         Usage: \(programName) [GLOBAL OPTIONS] VERB [VERB OPTIONS]
 
         Verbs:
 
         """
-        for v in verbs { s += "  " + v.name + String(repeating: " ", count: max(1, 10 - v.name.count)) + v.summary + "\n" }
+        for v in verbs {
+            s += ("  " + v.name).padded(to: 12) + wrap(v.summary, width: width, indent: 12).dropFirst(12) + "\n"
+        }
         s += "\nGlobal options (before or after the verb):\n"
-        for o in globalOptions { s += optionLine(o) + "\n" }
+        for o in globalOptions { s += optionLine(o, width: width) + "\n" }
+        s += "\nEnvironment:\n"
+        let environment = [
+            ("CHATGPT_CREDENTIAL_ISSUER", "OAuth issuer (default https://auth.openai.com; https, or http on loopback)"),
+            ("CHATGPT_CREDENTIAL_BACKEND", "ChatGPT backend for usage (default https://chatgpt.com/backend-api; same rule)"),
+            ("CHATGPT_CREDENTIAL_PASSPHRASE_FILE", "file store: encrypt with this passphrase (age scrypt)"),
+            ("CHATGPT_CREDENTIAL_CACHE_TTL", "seconds a cached access token may be served (1-3600, default \(AccessCacheSettings.defaultTTL))"),
+        ]
+        for (name, help) in environment { s += "  " + name + "\n" + wrap(help, width: width, indent: 6) + "\n" }
+        s += "  An empty variable counts as unset.\n\n"
+        s += wrap("As git-credential-chatgpt it speaks git's credential protocol; as docker-credential-chatgpt, docker's.", width: width) + "\n\n"
+        s += wrap("Exit codes: 0 ok, 1 failure, 2 usage, 3 login required, 4 temporary (retry later), 5 store problem (locked, unreadable, wrong key, corrupt, permissions).", width: width) + "\n"
         s += """
-
-        Environment:
-          CHATGPT_CREDENTIAL_ISSUER      OAuth issuer (default https://auth.openai.com; https, or http on loopback)
-          CHATGPT_CREDENTIAL_BACKEND     ChatGPT backend for usage (default https://chatgpt.com/backend-api; same rule)
-          CHATGPT_CREDENTIAL_PASSPHRASE_FILE  file store: encrypt with this passphrase (age scrypt)
-          CHATGPT_CREDENTIAL_CACHE_TTL   seconds a cached access token may be served (1-3600, default \(AccessCacheSettings.defaultTTL))
-
-        As git-credential-chatgpt it speaks git's credential protocol; as
-        docker-credential-chatgpt, docker's.
-
-        Exit codes: 0 ok, 1 failure, 2 usage, 3 login required, 4 temporary (retry later),
-        5 store problem (locked, unreadable, wrong key, corrupt, permissions).
 
         Typical use:
           \(programName) login
-          curl -H "Authorization: Bearer $(\(programName) get)" https://chatgpt.com/backend-api/...
+          curl -H "Authorization: Bearer $(\(programName) get)" \\
+               -H "ChatGPT-Account-ID: $(\(programName) get --account-id)" \\
+               https://chatgpt.com/backend-api/...
 
-        Run '\(programName) VERB --help' for a verb's options; see also chatgpt-credential(1).
 
         """
+        s += wrap("Run '\(programName) VERB --help' for a verb's options; see also chatgpt-credential(1).", width: width) + "\n"
         return s
     }
 
-    public static func verbHelp(_ v: VerbSpec) -> String {
-        var s = "Usage: \(programName) [GLOBAL OPTIONS] \(v.synopsis)\n\n\(v.summary.prefix(1).uppercased() + v.summary.dropFirst()).\n"
-        if !v.details.isEmpty { s += "\n" + v.details + "\n" }
+    public static func verbHelp(_ v: VerbSpec, width: Int = defaultWidth) -> String {
+        let width = max(40, width)
+        var s = "Usage:" + wrap("\(programName) [GLOBAL OPTIONS] \(v.synopsis)", width: width, indent: 7).dropFirst(6) + "\n\n"
+        s += wrap(v.summary.prefix(1).uppercased() + v.summary.dropFirst() + ".", width: width) + "\n"
+        if !v.details.isEmpty { s += "\n" + paragraph(v.details, width: width) + "\n" }
         if !v.options.isEmpty {
             s += "\nOptions:\n"
-            for o in v.options { s += optionLine(o) + "\n" }
+            for o in v.options { s += optionLine(o, width: width) + "\n" }
         }
-        s += "\nGlobal options:\n"
-        for o in globalOptions { s += optionLine(o) + "\n" }
+        if let examples = examples[v.name], !examples.isEmpty {
+            s += "\nExamples:\n"
+            for e in examples { s += e.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") + "\n" }
+        }
+        let globals = globalOptions.filter { $0.long != "--help" && $0.long != "--version" }.map { o in
+            o.value.map { "\(o.long) \($0)" } ?? o.long
+        }
+        s += "\n" + wrap("Global options: " + globals.joined(separator: ", ") + " (see: \(programName) --help).", width: width, indent: 2).dropFirst(2) + "\n"
         return s
     }
+}
+
+extension String {
+    /// `self` and spaces up to `columns` (at least one space when it is already that long).
+    func padded(to columns: Int) -> String { self + String(repeating: " ", count: Swift.max(1, columns - count)) }
 }

@@ -55,8 +55,9 @@ public final class Runner {
     func dispatch(_ command: Command, _ g: GlobalOptions) throws -> Outcome {
         switch command {
         case .help(let verb):
-            if let verb, let spec = CommandLineSpec.verb(verb) { try console.out(CommandLineSpec.verbHelp(spec)) }
-            else { try console.out(CommandLineSpec.mainHelp()) }
+            let width = console.outputWidth
+            if let verb, let spec = CommandLineSpec.verb(verb) { try console.out(CommandLineSpec.verbHelp(spec, width: width)) }
+            else { try console.out(CommandLineSpec.mainHelp(width: width)) }
             return .exit(0)
         case .version:
             try console.out("\(CommandLineSpec.programName) \(CommandLineSpec.version)\n")

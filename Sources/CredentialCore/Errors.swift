@@ -46,7 +46,8 @@ public enum CredentialError: Error, Equatable, Sendable {
         switch self {
         case .failure(let m): text = m
         case .loginFailed(let m): text = "sign-in failed: \(m)"
-        case .usage(let m): text = "\(m) (see 'chatgpt-credential --help')"
+        // A message that already points at a help page (a "did you mean") is not given a second.
+        case .usage(let m): text = m.contains("(see: ") ? m : "\(m) (see: chatgpt-credential --help)"
         case .badInput(let m): text = m
         case .notSignedIn(let p):
             let login = Profile(unchecked: p).loginCommand

@@ -53,6 +53,11 @@ final class StandardConsole: Console {
     var stdinIsTerminal: Bool { isatty(0) == 1 }
     var stderrIsTerminal: Bool { isatty(2) == 1 }
     var stdoutIsTerminal: Bool { !stdoutClosed && isatty(1) == 1 }
+    var terminalColumns: Int? {
+        var size = winsize()
+        guard ioctl(1, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        return Int(size.ws_col)
+    }
 
     /// nil when every byte was written, else the errno that stopped it.
     private func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32? {

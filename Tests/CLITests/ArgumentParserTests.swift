@@ -44,12 +44,16 @@ import Testing
     }
 
     @Test(arguments: [
-        (["bogus"], "unknown verb 'bogus'"),
+        (["bogus"], "unknown verb 'bogus'; the verbs are \(CommandLineSpec.verbs.map(\.name).joined(separator: ", ")) (see: chatgpt-credential --help)"),
+        (["lgoin"], "unknown verb 'lgoin'; did you mean 'login'? (see: chatgpt-credential login --help)"),
+        (["logout"], "unknown verb 'logout'; to do that here: chatgpt-credential erase (see: chatgpt-credential erase --help)"),
+        (["get", "--jsn"], "unknown option '--jsn' for 'get'; did you mean '--json'? (see: chatgpt-credential get --help)"),
+        (["help", "staus"], "unknown verb 'staus'; did you mean 'status'? (see: chatgpt-credential status --help)"),
         (["get", "--json", "--env"], "choose one of --account-id, --id-token, --json, --header, --env"),
         (["get", "--min-ttl"], "option --min-ttl needs a value (SECONDS)"),
         (["get", "--min-ttl", "-5"], "invalid value '-5' for --min-ttl: a number of seconds from 0 to 31622400"),
         (["get", "--min-ttl", "abc"], "invalid value 'abc' for --min-ttl: a number of seconds from 0 to 31622400"),
-        (["get", "--nope"], "unknown option '--nope' for 'get'"),
+        (["get", "--nope"], "unknown option '--nope' for 'get' (see: chatgpt-credential get --help)"),
         (["--profile", "bad name", "get"], "invalid profile name 'bad name': use 1-64 of A-Z a-z 0-9 . _ -"),
         (["--profile", String(repeating: "a", count: 65), "get"],
          "invalid profile name '\(String(repeating: "a", count: 65))': use 1-64 of A-Z a-z 0-9 . _ -"),
@@ -60,9 +64,9 @@ import Testing
         (["get", "extra"], "unexpected argument 'extra'"),
         ([], "missing verb"),
         (["status", "--json=yes"], "option --json takes no value"),
-        (["-x"], "unknown option '-x'"),
-        (["usage", "--all"], "unknown option '--all' for 'usage'"),
-        (["usage", "--min-ttl", "600"], "unknown option '--min-ttl' for 'usage'"),
+        (["-x"], "unknown option '-x' (see: chatgpt-credential --help)"),
+        (["usage", "--all"], "unknown option '--all' for 'usage' (see: chatgpt-credential usage --help)"),
+        (["usage", "--min-ttl", "600"], "unknown option '--min-ttl' for 'usage' (see: chatgpt-credential usage --help)"),
         (["usage", "--json", "--json"], "option --json given twice"),
         (["usage", "now"], "unexpected argument 'now'"),
     ])
@@ -161,10 +165,18 @@ import Testing
         guard case .version = try parse(["--version"]).command else { Issue.record(); return }
     }
 
+    /// A verb's help names its own options in full and every global option once, in one short
+    /// line (--help and --version are the main help's).
     @Test func everyVerbHelpNamesEveryOption() {
         for v in CommandLineSpec.verbs {
             let text = CommandLineSpec.verbHelp(v)
-            for o in v.options + CommandLineSpec.globalOptions { #expect(text.contains(o.long), "\(v.name) help lacks \(o.long)") }
+            for o in v.options { #expect(text.contains("  " + CommandLineSpec.optionHead(o)), "\(v.name) help lacks \(o.long)") }
+            let short = text.components(separatedBy: "\nGlobal options: ").last ?? ""
+            for o in CommandLineSpec.globalOptions where o.long != "--help" && o.long != "--version" {
+                #expect(short.contains(o.long), "\(v.name) help's global line lacks \(o.long)")
+            }
         }
+        let main = CommandLineSpec.mainHelp()
+        for o in CommandLineSpec.globalOptions { #expect(main.contains(o.long), "main help lacks \(o.long)") }
     }
 }

@@ -20,11 +20,16 @@ public protocol Console: AnyObject {
     var stdinIsTerminal: Bool { get }
     var stderrIsTerminal: Bool { get }
     var stdoutIsTerminal: Bool { get }
+    var terminalColumns: Int? { get }
 }
 
 extension Console {
     /// Consoles that are not a process's own (tests) print plain text.
     public var stdoutIsTerminal: Bool { false }
+    /// The width of the terminal on stdout, when it is one and says.
+    public var terminalColumns: Int? { nil }
+    /// The width to wrap text for stdout at: the terminal's, else 80.
+    public var outputWidth: Int { stdoutIsTerminal ? (terminalColumns ?? 80) : 80 }
 }
 
 /// How a run ends: an exit status, or (for `exec`) replacing this process with another.

@@ -1,0 +1,57 @@
+import Foundation
+import Testing
+
+/// The first five minutes through the built binary: typos get a pointed suggestion (exit 2), and
+/// help in a real terminal of 80 columns fits and breaks at spaces.
+@Suite struct FirstMinutesTests {
+    @Test(arguments: [
+        (["lgoin"], "did you mean 'login'? (see: chatgpt-credential login --help)"),
+        (["staus"], "did you mean 'status'? (see: chatgpt-credential status --help)"),
+        (["logout"], "to do that here: chatgpt-credential erase (see: chatgpt-credential erase --help)"),
+        (["token"], "to do that here: chatgpt-credential get (see: chatgpt-credential get --help)"),
+        (["get", "--jsn"], "did you mean '--json'? (see: chatgpt-credential get --help)"),
+        (["login", "--devcie"], "did you mean '--device'? (see: chatgpt-credential login --help)"),
+    ])
+    func typosAreExit2WithTheNearestWord(_ args: [String], _ hint: String) {
+        let s = Sandbox(bus: .none, store: "file")
+        let r = s.run(args)
+        #expect(r.status == 2, "\(args): exit \(r.status)")
+        #expect(r.stdout.isEmpty)
+        #expect(r.stderr.hasPrefix("chatgpt-credential: unknown ") && r.stderr.hasSuffix(hint + "\n"), "\(args): \(r.stderr)")
+        #expect(r.stderr.split(separator: "\n").count == 1, "one line: \(r.stderr)")
+    }
+
+    /// Every suggested help command works: exit 0 and the verb's usage line.
+    @Test func theSuggestedHelpExists() {
+        let s = Sandbox(bus: .none, store: "file")
+        for verb in ["login", "status", "erase", "get"] {
+            let r = s.run([verb, "--help"])
+            #expect(r.status == 0)
+            #expect(r.stdout.hasPrefix("Usage: chatgpt-credential [GLOBAL OPTIONS] \(verb)"), "\(r.stdout)")
+        }
+    }
+
+    /// `script` gives the binary a pty; `stty cols 80` sets its width as a terminal of 80 columns.
+    @Test(arguments: ["--help", "get --help", "login --help", "usage --help"])
+    func helpInAnEightyColumnTerminalFits(_ args: String) throws {
+        let r = Harness.run("/usr/bin/script", ["-qec", "stty cols 80 rows 50; exec \(Harness.binary) \(args)", "/dev/null"],
+                            env: ["PATH": "/usr/bin:/bin", "TERM": "xterm", "HOME": "/nonexistent"], timeout: 20)
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = r.stdout.replacingOccurrences(of: "\r", with: "").split(separator: "\n")
+        #expect(lines.count > 5)
+        for line in lines { #expect(line.count <= 80, "\(args): \(line.count) columns: \(line)") }
+    }
+}
+
+extension FirstMinutesTests {
+    /// The width is the terminal's: at 100 columns the title stays on one line, at 80 it wraps.
+    @Test func helpFollowsTheTerminalsWidth() {
+        func firstLine(_ cols: Int) -> String {
+            let r = Harness.run("/usr/bin/script", ["-qec", "stty cols \(cols) rows 50; exec \(Harness.binary) --help", "/dev/null"],
+                                env: ["PATH": "/usr/bin:/bin", "TERM": "xterm", "HOME": "/nonexistent"], timeout: 20)
+            return String(r.stdout.replacingOccurrences(of: "\r", with: "").split(separator: "\n").first ?? "")
+        }
+        #expect(firstLine(100) == "chatgpt-credential — ChatGPT sign-in and fresh bearer tokens for scripts and tools")
+        #expect(firstLine(80) == "chatgpt-credential — ChatGPT sign-in and fresh bearer tokens for scripts and")
+    }
+}
