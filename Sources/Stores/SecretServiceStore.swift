@@ -186,8 +186,9 @@ public final class SecretServiceStore: CredentialStore {
     // MARK: Probe
 
     /// For the `auto` selector: `.available` when the Secret Service answers within the deadline
-    /// and its default collection is unlocked, `.locked` when that collection is locked,
-    /// `.unavailable(reason)` otherwise (no bus, no service, no default keyring, timeout).
+    /// and its default collection is unlocked and durable, `.locked` when that collection is
+    /// locked, `.volatile` when it lives only in memory, `.unavailable(reason)` otherwise (no bus,
+    /// no service, no default keyring, timeout).
     public static func probe(environment: [String: String], timeout: Double? = nil) -> SecretServiceAvailability {
         let store = SecretServiceStore(environment: environment, timeout: timeout)
         do {
@@ -198,7 +199,14 @@ public final class SecretServiceStore: CredentialStore {
                     return .unavailable("the Secret Service has no default keyring; create one (e.g. log in to the desktop session) or use --store file")
                 }
                 defer { ccred_g_object_unref(collection) }
-                return ccred_secret_collection_get_locked(collection) != 0 ? .locked(Self.lockedMessage) : .available
+                if ccred_secret_collection_get_locked(collection) != 0 { return .locked(Self.lockedMessage) }
+                // A SecretCollection is a GDBusProxy: its object path names the collection.
+                let proxy = UnsafeMutableRawPointer(collection).assumingMemoryBound(to: GDBusProxy.self)
+                if let raw = ccred_g_dbus_proxy_get_object_path(proxy) {
+                    let path = String(cString: raw)
+                    if !Self.isDurable(collection: path) { return .volatile(collection: path) }
+                }
+                return .available
             }
         } catch CredentialError.keyringLocked(let message) {
             return .locked(message)
@@ -207,6 +215,41 @@ public final class SecretServiceStore: CredentialStore {
         } catch {
             return .unavailable("\(error)")
         }
+    }
+
+    // MARK: Durability
+
+    /// gnome-keyring's collection that lives only in the daemon's memory; a headless daemon
+    /// without a login keyring may make it the default.
+    public static let inMemoryCollection = "/org/freedesktop/secrets/collection/session"
+
+    /// False for a collection whose items are lost when the keyring daemon restarts (man page,
+    /// "Durability"): under `auto` nothing new is stored there.
+    public static func isDurable(collection path: String) -> Bool { path != inMemoryCollection }
+
+    /// The D-Bus object path of the collection holding the profile's item (the first unlocked
+    /// match, else the first locked one), or nil when there is none. One SearchItems; for `status`.
+    public func collection(of profile: Profile) throws -> String? {
+        try perform { service, cancellable in
+            let attributes = Self.attributes(profile)
+            defer { ccred_g_hash_table_unref(attributes) }
+            var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+            var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+            defer { ccred_g_strfreev(unlocked); ccred_g_strfreev(locked) }
+            var error: UnsafeMutablePointer<GError>?
+            guard ccred_secret_service_search_for_dbus_paths_sync(service, nil, attributes, cancellable, &unlocked, &locked, &error) != 0 else {
+                throw Self.map(error, doing: "search for the credential")
+            }
+            guard let item = (Self.strings(unlocked) + Self.strings(locked)).first else { return nil }
+            return Self.collectionPath(ofItem: String(cString: item))
+        }
+    }
+
+    /// An item's path is its collection's path and one more element
+    /// (`/org/freedesktop/secrets/collection/login/3`).
+    static func collectionPath(ofItem item: String) -> String {
+        guard let slash = item.lastIndex(of: "/"), slash != item.startIndex else { return item }
+        return String(item[..<slash])
     }
 
     /// Why there is certainly no session bus, or nil when there may be one. Cheap: no libsecret

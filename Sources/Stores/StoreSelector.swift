@@ -6,6 +6,9 @@ public enum SecretServiceAvailability: Equatable, Sendable {
     case available
     case locked(String)
     case unavailable(String)
+    /// It answers, but its default collection (this D-Bus object path) keeps secrets only in
+    /// memory: a restart of the keyring daemon loses them (man page, "Durability").
+    case volatile(collection: String)
 }
 
 /// A profile's credential as found in one store.
@@ -81,14 +84,23 @@ public final class StoreSelector {
     }
 
     /// Where a new credential (login, store) goes. Under `auto`: the Secret Service when it is
-    /// usable, else the encrypted file with a one-line notice.
+    /// usable and durable, else the encrypted file with a one-line notice. An explicit
+    /// `--store secret-service` whose default collection lives only in memory is obeyed, with a
+    /// notice that the credential will not survive a restart of the keyring daemon.
     public func destination(for profile: Profile, notice: (String) -> Void) throws -> CredentialStore {
         switch choice {
-        case .secretService: return secretService
+        case .secretService:
+            if case .volatile(let collection) = probe() {
+                notice("notice: the Secret Service's default collection (\(collection)) keeps secrets only in memory: the credential will not survive a restart of the keyring daemon; use --store file to keep it on disk")
+            }
+            return secretService
         case .file: return file
         case .auto:
             switch probe() {
             case .available: return secretService
+            case .volatile(let collection):
+                notice("notice: the Secret Service's default collection (\(collection)) keeps secrets only in memory and loses them when the keyring daemon restarts; storing the credential in the encrypted file \(file.location(for: profile)) instead")
+                return file
             case .locked(let why), .unavailable(let why):
                 notice("notice: the Secret Service is not usable (\(why)); storing the credential in the encrypted file \(file.location(for: profile)) instead")
                 return file
