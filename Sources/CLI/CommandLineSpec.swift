@@ -43,7 +43,7 @@ public enum CommandLineSpec {
 
     public static let globalOptions: [OptionSpec] = [
         OptionSpec("--profile", value: "NAME", env: "CHATGPT_CREDENTIAL_PROFILE",
-                   "which signed-in account (default: default); names are [A-Za-z0-9._-]{1,64}"),
+                   "which signed-in account (default: default); names are [A-Za-z0-9][A-Za-z0-9._-]{0,63}"),
         OptionSpec("--store", value: "STORE", choices: StoreChoice.allCases.map(\.rawValue), env: "CHATGPT_CREDENTIAL_STORE",
                    "where tokens live: auto (default), secret-service or file"),
         OptionSpec("--protocol", value: "PROTOCOL", choices: ["plain", "git", "docker"],

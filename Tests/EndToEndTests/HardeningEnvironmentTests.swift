@@ -181,7 +181,7 @@ import Glibc
         dead.executableURL = URL(fileURLWithPath: "/bin/true")
         try dead.run()
         dead.waitUntilExit()
-        let stale = [".default.age.tmp-\(dead.processIdentifier)-0a1b2c", ".identity.tmp-\(dead.processIdentifier)-3d4e"]
+        let stale = [".default.age.tmp-\(dead.processIdentifier)-0a1b2c", ".identity.tmp-\(dead.processIdentifier)-3d4e5f"]
         let kept = [".default.age.tmp-\(getpid())-5f6a7b", ".default.age.tmp-notapid-1", "default.age.tmp-\(dead.processIdentifier)-1"]
         for name in stale + kept {
             let dir = name.hasPrefix(".identity") ? s.configDir : s.dataDir
@@ -193,6 +193,34 @@ import Glibc
         #expect(Hostile.listing(s.dataDir) == (["default.age"] + kept).sorted())
         // The identity's directory is swept only when a key is written; the credential's was.
         #expect(Hostile.listing(s.configDir).contains(stale[1]))
+    }
+
+    /// The sweep matches exactly its own temp-name format: storing profile `y` never removes
+    /// profile `y.age.tmp-4000000-x`'s file or its in-flight temp file (which starts like a
+    /// temp file of `y` whose writer, PID 4000000, is gone). A name starting with `.` or `-`
+    /// is no profile at all (exit 2).
+    @Test func storingOneProfileNeverSweepsAnotherProfilesFiles() throws {
+        let issuer = try TestIssuer()
+        let s = Sandbox(bus: .none, store: "file")
+        try #require(kill(4_000_000, 0) != 0 && errno == ESRCH, "PID 4000000 must not exist for this test")
+        let other = "y.age.tmp-4000000-x"
+        try s.storeSeeded(issuer, profile: other)
+        let inFlight = ".\(other).age.tmp-\(getpid())-0a1b2c3d4e5f"
+        #expect(FileManager.default.createFile(atPath: s.dataDir + "/" + inFlight, contents: Data("age ciphertext".utf8),
+                                               attributes: [.posixPermissions: 0o600]))
+        let t = try issuer.seed()
+        let r = s.run(["--profile", "y", "store"], stdin: t.storeJSON)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(Hostile.listing(s.dataDir) == [inFlight, "\(other).age", "y.age"].sorted())
+        #expect(s.run(["--profile", other, "get"]).status == 0)
+        for bad in [".y.age.tmp-4000000-x", "-y", ".hidden"] {
+            let refused = s.run(["--profile", bad, "store"], stdin: t.storeJSON)
+            #expect(refused.status == 2 && Hostile.isOneLine(refused.stderr) && refused.stderr.contains("starting with a letter or digit"),
+                    "\(bad): exit \(refused.status): \(refused.stderr)")
+            let fromEnv = s.run(["get"], env: ["CHATGPT_CREDENTIAL_PROFILE": bad])
+            #expect(fromEnv.status == 2 && Hostile.isOneLine(fromEnv.stderr), "\(bad) from the environment: \(fromEnv.stderr)")
+        }
+        #expect(Hostile.listing(s.dataDir) == [inFlight, "\(other).age", "y.age"].sorted())
     }
 
     // MARK: another user, loose modes
