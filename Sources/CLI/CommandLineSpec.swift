@@ -174,7 +174,7 @@ public enum CommandLineSpec {
         for o in globalOptions { s += optionLine(o) + "\n" }
         s += """
 
-        Environment:
+        Environment (a variable set but empty counts as unset):
           CHATGPT_CREDENTIAL_ISSUER      OAuth issuer (default https://auth.openai.com; https, or http on loopback)
           CHATGPT_CREDENTIAL_BACKEND     ChatGPT backend for usage (default https://chatgpt.com/backend-api; same rule)
           CHATGPT_CREDENTIAL_PASSPHRASE_FILE  file store: encrypt with this passphrase (age scrypt)
