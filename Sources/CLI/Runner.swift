@@ -114,6 +114,7 @@ public final class Runner {
     /// profile's older copy in the other store removed.
     func saveNewCredential(_ document: TokenDocument, _ g: GlobalOptions) throws -> CredentialStore {
         let store = try owner(g).replace(with: document) { console.err("chatgpt-credential: " + $0) }
+        if let notice = StoreSelector.volatileWriteNotice(after: store) { console.err("chatgpt-credential: " + notice) }
         verbose(g, "stored profile \(g.profile.name) in \(store.location(for: g.profile))")
         return store
     }

@@ -84,16 +84,11 @@ public final class StoreSelector {
     }
 
     /// Where a new credential (login, store) goes. Under `auto`: the Secret Service when it is
-    /// usable and durable, else the encrypted file with a one-line notice. An explicit
-    /// `--store secret-service` whose default collection lives only in memory is obeyed, with a
-    /// notice that the credential will not survive a restart of the keyring daemon.
+    /// usable and durable, else the encrypted file with a one-line notice. An explicit store is
+    /// obeyed without a probe (`volatileWriteNotice` then says when the write landed in memory only).
     public func destination(for profile: Profile, notice: (String) -> Void) throws -> CredentialStore {
         switch choice {
-        case .secretService:
-            if case .volatile(let collection) = probe() {
-                notice("notice: the Secret Service's default collection (\(collection)) keeps secrets only in memory: the credential will not survive a restart of the keyring daemon; use --store file to keep it on disk")
-            }
-            return secretService
+        case .secretService: return secretService
         case .file: return file
         case .auto:
             switch probe() {
@@ -106,6 +101,14 @@ public final class StoreSelector {
                 return file
             }
         }
+    }
+
+    /// The notice for a credential just written to a Secret Service collection that lives only in
+    /// memory (an explicit `--store secret-service`), or nil when `store` kept it durably.
+    public static func volatileWriteNotice(after store: CredentialStore) -> String? {
+        guard let secretService = store as? SecretServiceStore, let collection = secretService.lastWrittenCollection,
+              !SecretServiceStore.isDurable(collection: collection) else { return nil }
+        return "notice: the Secret Service collection \(collection) keeps secrets only in memory: the credential will not survive a restart of the keyring daemon; use --store file to keep it on disk"
     }
 
     /// The other store: after a write to `store`, the profile's copy there is removed (explicit

@@ -21,11 +21,17 @@ import TestSupport
         #expect(notices.count == 1 && notices[0].contains("keeps secrets only in memory") && notices[0].contains(Self.session), "\(notices)")
     }
 
-    @Test func anExplicitSecretServiceWithAnInMemoryDefaultIsObeyedWithAWarning() throws {
-        let (s, ss, _) = selector(.secretService, .volatile(collection: Self.session))
+    /// An explicit store is not probed (no second deadline before a hung keyring's error); the
+    /// warning comes from where the write landed (SecretServiceCLITests::volatileDefaultCollection).
+    @Test func anExplicitSecretServiceIsObeyedWithoutAProbe() throws {
+        let ss = MemoryStore(kind: .secretService), file = MemoryStore(kind: .file)
+        var probes = 0
+        let s = StoreSelector(choice: .secretService, secretService: { ss }, file: { file }, fileHolds: { _ in false },
+                              probe: { probes += 1; return .volatile(collection: Self.session) })
         var notices: [String] = []
         #expect(try s.destination(for: .default) { notices.append($0) } === ss)
-        #expect(notices.count == 1 && notices[0].contains("will not survive a restart of the keyring daemon"), "\(notices)")
+        #expect(notices.isEmpty && probes == 0, "\(notices)")
+        #expect(StoreSelector.volatileWriteNotice(after: ss) == nil) // not a Secret Service write
     }
 
     @Test func aDurableDefaultIsUsedWithoutANotice() throws {
