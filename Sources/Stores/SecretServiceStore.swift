@@ -226,7 +226,7 @@ public final class SecretServiceStore: CredentialStore {
     public static let inMemoryCollection = "/org/freedesktop/secrets/collection/session"
 
     /// False for a collection whose items are lost when the keyring daemon restarts (man page,
-    /// "Durability"): under `auto` nothing new is stored there.
+    /// STORES): under `auto` nothing new is stored there.
     public static func isDurable(collection path: String) -> Bool { path != inMemoryCollection }
 
     /// The D-Bus object path of the collection holding the profile's item (the first unlocked

@@ -7,7 +7,7 @@ public enum SecretServiceAvailability: Equatable, Sendable {
     case locked(String)
     case unavailable(String)
     /// It answers, but its default collection (this D-Bus object path) keeps secrets only in
-    /// memory: a restart of the keyring daemon loses them (man page, "Durability").
+    /// memory: a restart of the keyring daemon loses them (man page, STORES).
     case volatile(collection: String)
 }
 
