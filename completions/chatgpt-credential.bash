@@ -12,7 +12,7 @@ _chatgpt_credential_profiles()
         while IFS= read -r line; do
             [[ $line == *$'\t'* ]] || continue
             name=${line%%$'\t'*}
-            [[ $name =~ ^[A-Za-z0-9._-]{1,64}$ ]] && printf '%s\n' "$name"
+            [[ $name =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$ ]] && printf '%s\n' "$name"
         done
 }
 

@@ -10,7 +10,7 @@ function __chatgpt_credential_profiles
     command chatgpt-credential status --all --non-interactive </dev/null 2>/dev/null | while read -l line
         set -l fields (string split -m 1 \t -- $line)
         test (count $fields) -ge 2; or continue
-        string match -qr '^[A-Za-z0-9._-]{1,64}$' -- $fields[1]; and echo $fields[1]
+        string match -qr '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' -- $fields[1]; and echo $fields[1]
     end
 end
 

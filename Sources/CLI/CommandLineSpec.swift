@@ -43,7 +43,7 @@ public enum CommandLineSpec {
 
     public static let globalOptions: [OptionSpec] = [
         OptionSpec("--profile", value: "NAME", env: "CHATGPT_CREDENTIAL_PROFILE",
-                   "which signed-in account (default: default); names are [A-Za-z0-9._-]{1,64}"),
+                   "which signed-in account (default: default); names are [A-Za-z0-9][A-Za-z0-9._-]{0,63}"),
         OptionSpec("--store", value: "STORE", choices: StoreChoice.allCases.map(\.rawValue), env: "CHATGPT_CREDENTIAL_STORE",
                    "where tokens live: auto (default), secret-service or file"),
         OptionSpec("--protocol", value: "PROTOCOL", choices: ["plain", "git", "docker"],
@@ -238,7 +238,7 @@ public enum CommandLineSpec {
             ("CHATGPT_CREDENTIAL_CACHE_TTL", "seconds a cached access token may be served (1-3600, default \(AccessCacheSettings.defaultTTL))"),
         ]
         for (name, help) in environment { s += "  " + name + "\n" + wrap(help, width: width, indent: 6) + "\n" }
-        s += "  An empty variable counts as unset.\n\n"
+        s += "  A variable set but empty counts as unset.\n\n"
         s += wrap("As git-credential-chatgpt it speaks git's credential protocol; as docker-credential-chatgpt, docker's.", width: width) + "\n\n"
         s += wrap("Exit codes: 0 ok, 1 failure, 2 usage, 3 login required, 4 temporary (retry later), 5 store problem (locked, unreadable, wrong key, corrupt, permissions).", width: width) + "\n"
         s += """

@@ -115,6 +115,7 @@ public final class Runner {
     /// profile's older copy in the other store removed.
     func saveNewCredential(_ document: TokenDocument, _ g: GlobalOptions) throws -> CredentialStore {
         let store = try owner(g).replace(with: document) { console.err("chatgpt-credential: " + $0) }
+        if let notice = StoreSelector.volatileWriteNotice(after: store) { console.err("chatgpt-credential: " + notice) }
         verbose(g, "stored profile \(g.profile.name) in \(store.location(for: g.profile))")
         return store
     }
@@ -156,6 +157,7 @@ public final class Runner {
         if let (kind, document) = owner.cached() {
             var report = StatusReport(profile: g.profile.name, store: kind, document: document, now: now)
             report.fromCache = true
+            report.collection = collection(of: g.profile, in: services.makeSelector(g).store(of: kind))
             try console.out(json ? JSON.serialize(report.json()) + "\n" : report.text())
             return .exit(0)
         }
@@ -170,10 +172,19 @@ public final class Runner {
             if json { try console.out(JSON.serialize(StatusReport(profile: g.profile.name, store: nil, problem: .notSignedIn(profile: g.profile.name)).json()) + "\n") }
             throw CredentialError.notSignedIn(profile: g.profile.name)
         }
-        let report = StatusReport(profile: g.profile.name, store: located.store.kind, document: located.document, now: now)
+        var report = StatusReport(profile: g.profile.name, store: located.store.kind, document: located.document, now: now)
+        report.collection = collection(of: g.profile, in: located.store)
         try console.out(json ? JSON.serialize(report.json()) + "\n" : report.text())
         if let problem = report.unusable { throw problem }
         return .exit(0)
+    }
+
+    /// Which Secret Service collection holds the profile's item (one more SearchItems), or nil
+    /// for another store or when it cannot be told: `status` names it because a collection that
+    /// lives only in memory loses the credential when the keyring daemon restarts.
+    private func collection(of profile: Profile, in store: CredentialStore) -> String? {
+        guard let secretService = store as? SecretServiceStore else { return nil }
+        return try? secretService.collection(of: profile)
     }
 
     private func statusOfAll(_ g: GlobalOptions, json: Bool, now: Int64) throws -> Outcome {
@@ -186,7 +197,9 @@ public final class Runner {
             g2.store = kind == .file ? .file : .secretService
             do {
                 if let located = try services.makeSelector(g2).locate(profile) {
-                    entries.append(StatusReport(profile: name, store: located.store.kind, document: located.document, now: now))
+                    var entry = StatusReport(profile: name, store: located.store.kind, document: located.document, now: now)
+                    entry.collection = collection(of: profile, in: located.store)
+                    entries.append(entry)
                 }
             } catch let e as CredentialError {
                 entries.append(StatusReport(profile: name, store: kind, problem: e))

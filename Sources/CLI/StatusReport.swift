@@ -12,6 +12,8 @@ struct StatusReport {
     var problem: CredentialError?
     /// Answered from the access cache (which keeps no time of the last refresh).
     var fromCache = false
+    /// The Secret Service collection (D-Bus object path) holding the item, when that store holds it.
+    var collection: String?
 
     init(profile: String, store: StoreKind, document: TokenDocument, now: Int64) {
         self.profile = profile; self.store = store; self.document = document; self.now = now
@@ -38,6 +40,7 @@ struct StatusReport {
     func json() -> JSONValue {
         var m: [(String, JSONValue)] = [("profile", .string(profile))]
         if let store { m.append(("store", .string(store.rawValue))) }
+        if let collection { m.append(("collection", .string(collection))) }
         m += [("signed_in", .bool(unusable == nil)), ("needs_login", .bool(needsLogin))]
         if let d = document {
             m += [("email", .string(d.email)), ("plan", .string(d.plan)), ("account_id", .string(d.accountId)),
@@ -60,6 +63,10 @@ struct StatusReport {
             : "Sign-in needed for \(who) (\(plan)), account \(Sanitize.line(d.accountId))\n"
         s += "  profile:  \(profile)\n"
         if let store { s += "  store:    \(store.rawValue)\n" }
+        if let collection {
+            let memoryOnly = SecretServiceStore.isDurable(collection: collection) ? "" : " (in memory only: lost when the keyring daemon restarts)"
+            s += "  collection: \(Sanitize.line(collection))\(memoryOnly)\n"
+        }
         s += "  expires:  \(Clock.rfc3339(d.expiresAt)) (\(TimeSpan.expiry(d.expiresAt - now)))\n"
         s += "  refreshed: \(d.lastRefresh > 0 ? Clock.rfc3339(d.lastRefresh) : fromCache ? "(answered from the access cache)" : "unknown")\n"
         if let r = d.refreshRejected {

@@ -22,6 +22,7 @@
     X(g_cancellable_cancel) \
     X(g_cancellable_new) \
     X(g_dbus_error_quark) \
+    X(g_dbus_proxy_get_object_path) \
     X(g_error_free) \
     X(g_free) \
     X(g_hash_table_insert) \

@@ -22,3 +22,26 @@ int cs_harden_process(void) {
 void cs_restore_core_limit(void) {
     if (have_original_core) setrlimit(RLIMIT_CORE, &original_core);
 }
+
+/* The process's own argv, captured before main: glibc calls every .init_array function of the
+ * executable with (argc, argv, envp), dynamically and statically linked alike. The Swift
+ * runtime's CommandLine.arguments reads /proc/self/cmdline instead, which is absent where /proc
+ * is not mounted (a chroot, early boot): the tool would see no arguments at all. */
+static int saved_argc;
+static char **saved_argv;
+
+static void capture_arguments(int argc, char **argv, char **envp) {
+    (void)envp;
+    saved_argc = argc;
+    saved_argv = argv;
+}
+
+__attribute__((section(".init_array"), used))
+static void (*const capture_arguments_entry)(int, char **, char **) = capture_arguments;
+
+int cs_argc(void) { return saved_argv ? saved_argc : -1; }
+
+const char *cs_argv(int index) {
+    if (!saved_argv || index < 0 || index >= saved_argc) return 0;
+    return saved_argv[index];
+}

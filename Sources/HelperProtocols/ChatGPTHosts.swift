@@ -6,7 +6,9 @@ import Secrets
 /// the helper's exit code, so this rule is what keeps the token from leaving for anywhere else.
 ///
 /// Allowed: `chatgpt.com`, any subdomain of it, and `api.openai.com` — compared case-insensitively,
-/// with one optional `:PORT` (1-65535, digits only) and one trailing dot removed.
+/// with one trailing dot removed — on the default HTTPS port only: no port, or `:443`. Another
+/// port is another server (a proxy, a local test service, someone's tunnel) and gets nothing
+/// (man page, GIT CREDENTIAL HELPER and DOCKER CREDENTIAL HELPER).
 /// Everything else is refused, deliberately narrowly: a host may contain only ASCII letters, digits,
 /// `-` and `.`, with no empty label. So userinfo (`@`), paths, percent-encoding, backslashes,
 /// spaces, control bytes (CR, LF, NUL), IPv6 literals and non-ASCII (IDN look-alikes) never match.
@@ -22,18 +24,21 @@ public enum ChatGPTHosts {
         return name.hasSuffix("." + primaryDomain)
     }
 
+    /// The only port a host may name: HTTPS's default.
+    public static let defaultPort = 443
+
     /// Lower-cased host name without port or trailing dot, or nil when `host` is not a plain
-    /// DNS name (optionally with a port) by the rule above.
+    /// DNS name, optionally with `:443`, by the rule above.
     public static func normalizedName(_ host: String) -> String? {
         var bytes = Array(host.utf8)
         guard !bytes.isEmpty, bytes.count <= 300 else { return nil }
-        // Optional ":PORT" at the end.
+        // Optional ":PORT" at the end, which must be the default port.
         if let colon = bytes.lastIndex(of: UInt8(ascii: ":")) {
             let port = bytes[(colon + 1)...]
             guard (1...5).contains(port.count), port.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
             var value = 0
             for d in port { value = value * 10 + Int(d - 48) }
-            guard (1...65535).contains(value) else { return nil }
+            guard value == defaultPort else { return nil }
             bytes.removeSubrange(colon...)
         }
         if bytes.last == UInt8(ascii: ".") { bytes.removeLast() }

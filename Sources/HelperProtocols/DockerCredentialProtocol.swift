@@ -49,10 +49,11 @@ public enum DockerCredentialProtocol {
     }
 
     /// True when the server URL names chatgpt.com (or a subdomain) or api.openai.com by the shared
-    /// host rule. Accepts `chatgpt.com`, `chatgpt.com:443/x`, `https://chatgpt.com`,
+    /// host rule (default port only). Accepts `chatgpt.com`, `chatgpt.com:443/x`, `https://chatgpt.com`,
     /// `https://api.openai.com/v1`; the scheme, when present, must be https. Refuses userinfo
     /// (`https://chatgpt.com@evil.com`), hosts that only appear in the path or query
-    /// (`https://evil.com/chatgpt.com`), look-alikes (`chatgpt.com.evil.com`) and anything else
+    /// (`https://evil.com/chatgpt.com`), look-alikes (`chatgpt.com.evil.com`), another port
+    /// (`https://chatgpt.com:8080`) and anything else
     /// `ChatGPTHosts` refuses.
     public static func isChatGPTServer(_ serverURL: String) -> Bool {
         guard let host = host(of: serverURL) else { return false }

@@ -82,9 +82,15 @@ public final class SecretServiceStore: CredentialStore {
         }
     }
 
+    /// The D-Bus object path of the collection the last successful `write` put the item in (the
+    /// item's own collection when it was replaced, else the default one), so that the caller can
+    /// say when that collection does not survive a restart of the keyring daemon.
+    public private(set) var lastWrittenCollection: String?
+
     public func write(_ profile: Profile, secret: borrowing SecretBytes) throws {
         let label = Self.label(for: profile)
-        try perform { service, cancellable in
+        lastWrittenCollection = nil
+        lastWrittenCollection = try perform { service, cancellable -> String? in
             try Self.withItemsUnlessLocked(profile, service, cancellable) { attributes, found in
                 let value: OpaquePointer = secret.withUnsafeBytes { raw in
                     guard let base = raw.baseAddress, raw.count > 0 else { return ccred_secret_value_new("", 0, "application/json")! }
@@ -107,15 +113,16 @@ public final class SecretServiceStore: CredentialStore {
                     for extra in found.dropFirst() where ccred_secret_item_delete_sync(extra, cancellable, &error) == 0 {
                         throw Self.map(error, doing: "remove a duplicate item")
                     }
-                    return
+                    return Self.objectPath(item).map { Self.collectionPath(ofItem: $0) }
                 }
                 // A new item: refuse up front when the default collection is locked (storing would try
                 // an unlock prompt that a headless session cannot show).
-                try Self.refuseLockedDefaultCollection(service, cancellable)
+                let collection = try Self.refuseLockedDefaultCollection(service, cancellable)
                 // schema NULL: no xdg:schema attribute, the attributes are exactly ours.
                 guard ccred_secret_service_store_sync(service, nil, attributes, SECRET_COLLECTION_DEFAULT, label, value, cancellable, &error) != 0 else {
                     throw Self.map(error, doing: "store the credential")
                 }
+                return collection
             }
         }
     }
@@ -186,8 +193,9 @@ public final class SecretServiceStore: CredentialStore {
     // MARK: Probe
 
     /// For the `auto` selector: `.available` when the Secret Service answers within the deadline
-    /// and its default collection is unlocked, `.locked` when that collection is locked,
-    /// `.unavailable(reason)` otherwise (no bus, no service, no default keyring, timeout).
+    /// and its default collection is unlocked and durable, `.locked` when that collection is
+    /// locked, `.volatile` when it lives only in memory, `.unavailable(reason)` otherwise (no bus,
+    /// no service, no default keyring, timeout).
     public static func probe(environment: [String: String], timeout: Double? = nil) -> SecretServiceAvailability {
         let store = SecretServiceStore(environment: environment, timeout: timeout)
         do {
@@ -198,7 +206,9 @@ public final class SecretServiceStore: CredentialStore {
                     return .unavailable("the Secret Service has no default keyring; create one (e.g. log in to the desktop session) or use --store file")
                 }
                 defer { ccred_g_object_unref(collection) }
-                return ccred_secret_collection_get_locked(collection) != 0 ? .locked(Self.lockedMessage) : .available
+                if ccred_secret_collection_get_locked(collection) != 0 { return .locked(Self.lockedMessage) }
+                if let path = Self.objectPath(collection), !Self.isDurable(collection: path) { return .volatile(collection: path) }
+                return .available
             }
         } catch CredentialError.keyringLocked(let message) {
             return .locked(message)
@@ -207,6 +217,47 @@ public final class SecretServiceStore: CredentialStore {
         } catch {
             return .unavailable("\(error)")
         }
+    }
+
+    // MARK: Durability
+
+    /// gnome-keyring's collection that lives only in the daemon's memory; a headless daemon
+    /// without a login keyring may make it the default.
+    public static let inMemoryCollection = "/org/freedesktop/secrets/collection/session"
+
+    /// False for a collection whose items are lost when the keyring daemon restarts (man page,
+    /// STORES): under `auto` nothing new is stored there.
+    public static func isDurable(collection path: String) -> Bool { path != inMemoryCollection }
+
+    /// The D-Bus object path of the collection holding the profile's item (the first unlocked
+    /// match, else the first locked one), or nil when there is none. One SearchItems; for `status`.
+    public func collection(of profile: Profile) throws -> String? {
+        try perform { service, cancellable in
+            let attributes = Self.attributes(profile)
+            defer { ccred_g_hash_table_unref(attributes) }
+            var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+            var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+            defer { ccred_g_strfreev(unlocked); ccred_g_strfreev(locked) }
+            var error: UnsafeMutablePointer<GError>?
+            guard ccred_secret_service_search_for_dbus_paths_sync(service, nil, attributes, cancellable, &unlocked, &locked, &error) != 0 else {
+                throw Self.map(error, doing: "search for the credential")
+            }
+            guard let item = (Self.strings(unlocked) + Self.strings(locked)).first else { return nil }
+            return Self.collectionPath(ofItem: String(cString: item))
+        }
+    }
+
+    /// The D-Bus object path of a libsecret proxy (a SecretCollection or SecretItem is a GDBusProxy).
+    private static func objectPath<T>(_ proxy: UnsafeMutablePointer<T>) -> String? {
+        let raw = ccred_g_dbus_proxy_get_object_path(UnsafeMutableRawPointer(proxy).assumingMemoryBound(to: GDBusProxy.self))
+        return raw.map { String(cString: $0) }
+    }
+
+    /// An item's path is its collection's path and one more element
+    /// (`/org/freedesktop/secrets/collection/login/3`).
+    static func collectionPath(ofItem item: String) -> String {
+        guard let slash = item.lastIndex(of: "/"), slash != item.startIndex else { return item }
+        return String(item[..<slash])
     }
 
     /// Why there is certainly no session bus, or nil when there may be one. Cheap: no libsecret
@@ -335,17 +386,22 @@ public final class SecretServiceStore: CredentialStore {
     }
 
     /// Throws `keyringLocked` when the default collection is locked (a new item would need an
-    /// unlock prompt that a headless session cannot show).
+    /// unlock prompt that a headless session cannot show); else returns its object path, when
+    /// there is one.
+    @discardableResult
     private static func refuseLockedDefaultCollection(_ service: UnsafeMutablePointer<SecretService>,
-                                                      _ cancellable: UnsafeMutablePointer<GCancellable>) throws {
+                                                      _ cancellable: UnsafeMutablePointer<GCancellable>) throws -> String? {
         var error: UnsafeMutablePointer<GError>?
         if let collection = ccred_secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT, SECRET_COLLECTION_NONE, cancellable, &error) {
             let locked = ccred_secret_collection_get_locked(collection) != 0
+            let path = objectPath(collection)
             ccred_g_object_unref(collection)
             if locked { throw CredentialError.keyringLocked(lockedMessage) }
+            return path
         } else if error != nil {
             throw map(error, doing: "find the default keyring")
         }
+        return nil
     }
 
     /// True for libsecret's "No such secret item" (the object went away).

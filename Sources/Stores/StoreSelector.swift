@@ -6,6 +6,9 @@ public enum SecretServiceAvailability: Equatable, Sendable {
     case available
     case locked(String)
     case unavailable(String)
+    /// It answers, but its default collection (this D-Bus object path) keeps secrets only in
+    /// memory: a restart of the keyring daemon loses them (man page, STORES).
+    case volatile(collection: String)
 }
 
 /// A profile's credential as found in one store.
@@ -81,7 +84,8 @@ public final class StoreSelector {
     }
 
     /// Where a new credential (login, store) goes. Under `auto`: the Secret Service when it is
-    /// usable, else the encrypted file with a one-line notice.
+    /// usable and durable, else the encrypted file with a one-line notice. An explicit store is
+    /// obeyed without a probe (`volatileWriteNotice` then says when the write landed in memory only).
     public func destination(for profile: Profile, notice: (String) -> Void) throws -> CredentialStore {
         switch choice {
         case .secretService: return secretService
@@ -89,11 +93,22 @@ public final class StoreSelector {
         case .auto:
             switch probe() {
             case .available: return secretService
+            case .volatile(let collection):
+                notice("notice: the Secret Service's default collection (\(collection)) keeps secrets only in memory and loses them when the keyring daemon restarts; storing the credential in the encrypted file \(file.location(for: profile)) instead")
+                return file
             case .locked(let why), .unavailable(let why):
                 notice("notice: the Secret Service is not usable (\(why)); storing the credential in the encrypted file \(file.location(for: profile)) instead")
                 return file
             }
         }
+    }
+
+    /// The notice for a credential just written to a Secret Service collection that lives only in
+    /// memory (an explicit `--store secret-service`), or nil when `store` kept it durably.
+    public static func volatileWriteNotice(after store: CredentialStore) -> String? {
+        guard let secretService = store as? SecretServiceStore, let collection = secretService.lastWrittenCollection,
+              !SecretServiceStore.isDurable(collection: collection) else { return nil }
+        return "notice: the Secret Service collection \(collection) keeps secrets only in memory: the credential will not survive a restart of the keyring daemon; use --store file to keep it on disk"
     }
 
     /// The other store: after a write to `store`, the profile's copy there is removed (explicit

@@ -97,10 +97,19 @@ while let entry = envp.pointee {
     envp += 1
 }
 
+// argv as the kernel handed it to this process (see CSystemShims): CommandLine.arguments would
+// read /proc/self/cmdline, which is not there in a root without /proc.
+var arguments: [String] = []
+if cs_argc() >= 0 {
+    for i in 0..<cs_argc() { arguments.append(cs_argv(Int32(i)).map { String(cString: $0) } ?? "") }
+} else {
+    arguments = CommandLine.arguments
+}
+
 let console = StandardConsole(stdoutClosed: stdoutClosed)
 let invocation: Invocation
 do {
-    invocation = try ArgumentParser.parse(CommandLine.arguments, environment: environment)
+    invocation = try ArgumentParser.parse(arguments, environment: environment)
 } catch let e as CredentialError {
     console.err("chatgpt-credential: " + e.message)
     exit(e.exitCode)

@@ -31,8 +31,11 @@ import Glibc
         #expect(api.status == 0)
         #expect(api.stdout == #"{"ServerURL":"https://api.openai.com/v1","Username":"\#(t.accountId)","Secret":"\#(t.accessToken)"}"# + "\n")
 
+        let defaultPort = docker(sb, "get", "https://chatgpt.com:443/")
+        #expect(defaultPort.status == 0 && defaultPort.stdout.contains(t.accessToken), "exit \(defaultPort.status)")
         for other in ["https://index.docker.io/v1/", "ghcr.io", "https://chatgpt.com@evil.com",
-                      "https://evil.com/chatgpt.com", "http://chatgpt.com", "chatgpt.com.evil.com"] {
+                      "https://evil.com/chatgpt.com", "http://chatgpt.com", "chatgpt.com.evil.com",
+                      "https://chatgpt.com:8080", "api.openai.com:8443/v1"] {
             let r = docker(sb, "get", other)
             #expect(r.status == 1 && !r.signaled, "\(other): \(r.status)")
             #expect(r.stdout == Self.notFound, "\(other)")

@@ -58,9 +58,9 @@ import Glibc
         }
         #expect(try issuer.counter("refresh_requests") == 0)
 
-        // A subdomain and api.openai.com are ours too; an explicit port is kept in the host.
-        let sub = fill(sb, helper: helper, input: "protocol=https\nhost=ab.chatgpt.com:8443\n\n", env: env)
-        #expect(sub.stdout == expectedFill(tokens.accountId, tokens.accessToken, host: "ab.chatgpt.com:8443"))
+        // A subdomain and api.openai.com are ours too; the explicit default port is kept in the host.
+        let sub = fill(sb, helper: helper, input: "protocol=https\nhost=ab.chatgpt.com:443\n\n", env: env)
+        #expect(sub.stdout == expectedFill(tokens.accountId, tokens.accessToken, host: "ab.chatgpt.com:443"))
         let api = fill(sb, helper: helper, input: "protocol=https\nhost=api.openai.com\n\n", env: env)
         #expect(api.stdout == expectedFill(tokens.accountId, tokens.accessToken, host: "api.openai.com"))
     }
@@ -75,6 +75,8 @@ import Glibc
                       "protocol=https\nhost=chatgpt.com.evil.com\n\n",
                       "protocol=http\nhost=chatgpt.com\n\n",
                       "protocol=https\nhost=evilchatgpt.com\n\n",
+                      "protocol=https\nhost=chatgpt.com:8080\n\n",
+                      "protocol=https\nhost=api.openai.com:8443\n\n",
                       "url=https://chatgpt.com@evil.com/\n\n"] {
             let r = fill(sb, helper: helper, input: input, env: env.merging(["GIT_TRACE": sb.root + "/trace"]) { $1 })
             // No helper answered and prompting is off: git gives up.
@@ -86,9 +88,13 @@ import Glibc
         // It was our helper that was asked, and it said nothing.
         let trace = String(decoding: sb.fileBytes(sb.root + "/trace") ?? [], as: UTF8.self)
         #expect(trace.contains(helper == "chatgpt" ? "git credential-chatgpt get" : "--protocol git get"))
-        let direct = sb.runHelper(["get"], stdin: Array("protocol=https\nhost=github.com\n\n".utf8), as: Sandbox.gitHelperName)
-        #expect(direct.status == 0 && !direct.signaled)
-        #expect(direct.stdoutBytes.isEmpty)
+        for host in ["github.com", "chatgpt.com:8080"] { // another port is another server: nothing, exit 0
+            let direct = sb.runHelper(["get"], stdin: Array("protocol=https\nhost=\(host)\n\n".utf8), as: Sandbox.gitHelperName)
+            #expect(direct.status == 0 && !direct.signaled, "\(host): exit \(direct.status)")
+            #expect(direct.stdoutBytes.isEmpty, "\(host)")
+        }
+        let defaultPort = sb.runHelper(["get"], stdin: Array("protocol=https\nhost=chatgpt.com:443\n\n".utf8), as: Sandbox.gitHelperName)
+        #expect(defaultPort.status == 0 && defaultPort.stdout.contains("password=\(tokens.accessToken)\n"), "exit \(defaultPort.status)")
         #expect(try issuer.counter("refresh_requests") == 0)
     }
 
@@ -247,7 +253,7 @@ import Glibc
         #expect(sb.fileBytes(sb.root + "/clone/README") == Array("served over loopback\n".utf8))
         // git keeps neither the token nor the account id in the clone's configuration.
         let config = String(decoding: sb.fileBytes(sb.root + "/clone/.git/config") ?? [], as: UTF8.self)
-        #expect(config.contains("https://chatgpt.com:\(server.port)/repo.git"))
+        #expect(config.contains("https://chatgpt.com/repo.git"))
         #expect(!config.contains(tokens.accessToken))
         #expect(!ls.allOutput.contains(tokens.accessToken) && !clone.allOutput.contains(tokens.accessToken))
         #expect(try issuer.counter("refresh_requests") == 0)

@@ -181,7 +181,7 @@ import Glibc
         dead.executableURL = URL(fileURLWithPath: "/bin/true")
         try dead.run()
         dead.waitUntilExit()
-        let stale = [".default.age.tmp-\(dead.processIdentifier)-0a1b2c", ".identity.tmp-\(dead.processIdentifier)-3d4e"]
+        let stale = [".default.age.tmp-\(dead.processIdentifier)-0a1b2c", ".identity.tmp-\(dead.processIdentifier)-3d4e5f"]
         let kept = [".default.age.tmp-\(getpid())-5f6a7b", ".default.age.tmp-notapid-1", "default.age.tmp-\(dead.processIdentifier)-1"]
         for name in stale + kept {
             let dir = name.hasPrefix(".identity") ? s.configDir : s.dataDir
@@ -194,6 +194,100 @@ import Glibc
         // The identity's directory is swept only when a key is written; the credential's was.
         #expect(Hostile.listing(s.configDir).contains(stale[1]))
     }
+
+    /// The sweep matches exactly its own temp-name format: storing profile `y` never removes
+    /// profile `y.age.tmp-4000000-x`'s file or its in-flight temp file (which starts like a
+    /// temp file of `y` whose writer, PID 4000000, is gone). A name starting with `.` or `-`
+    /// is no profile at all (exit 2).
+    @Test func storingOneProfileNeverSweepsAnotherProfilesFiles() throws {
+        let issuer = try TestIssuer()
+        let s = Sandbox(bus: .none, store: "file")
+        try #require(kill(4_000_000, 0) != 0 && errno == ESRCH, "PID 4000000 must not exist for this test")
+        let other = "y.age.tmp-4000000-x"
+        try s.storeSeeded(issuer, profile: other)
+        let inFlight = ".\(other).age.tmp-\(getpid())-0a1b2c3d4e5f"
+        #expect(FileManager.default.createFile(atPath: s.dataDir + "/" + inFlight, contents: Data("age ciphertext".utf8),
+                                               attributes: [.posixPermissions: 0o600]))
+        let t = try issuer.seed()
+        let r = s.run(["--profile", "y", "store"], stdin: t.storeJSON)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(Hostile.listing(s.dataDir) == [inFlight, "\(other).age", "y.age"].sorted())
+        #expect(s.run(["--profile", other, "get"]).status == 0)
+        for bad in [".y.age.tmp-4000000-x", "-y", ".hidden"] {
+            let refused = s.run(["--profile", bad, "store"], stdin: t.storeJSON)
+            #expect(refused.status == 2 && Hostile.isOneLine(refused.stderr) && refused.stderr.contains("starting with a letter or digit"),
+                    "\(bad): exit \(refused.status): \(refused.stderr)")
+            let fromEnv = s.run(["get"], env: ["CHATGPT_CREDENTIAL_PROFILE": bad])
+            #expect(fromEnv.status == 2 && Hostile.isOneLine(fromEnv.stderr), "\(bad) from the environment: \(fromEnv.stderr)")
+        }
+        #expect(Hostile.listing(s.dataDir) == [inFlight, "\(other).age", "y.age"].sorted())
+    }
+
+    // MARK: the command line's environment
+
+    /// An empty `CHATGPT_CREDENTIAL_*` variable counts as unset; any other bad value is exit 2.
+    @Test func emptyVariablesCountAsUnsetOtherBadValuesExit2() throws {
+        let issuer = try TestIssuer()
+        let s = Sandbox(bus: .none)
+        let t = try s.storeSeeded(issuer) // the default profile, in the file
+        var empty: [String: String] = [:]
+        for name in ["PROFILE", "STORE", "NONINTERACTIVE", "DEBUG", "ISSUER", "BACKEND", "CACHE", "CACHE_TTL",
+                     "PASSPHRASE_FILE", "BROKER", "DBUS_TIMEOUT", "LOCK_TIMEOUT"] {
+            empty["CHATGPT_CREDENTIAL_" + name] = ""
+        }
+        s.env.removeValue(forKey: "CHATGPT_CREDENTIAL_STORE")
+        s.env.removeValue(forKey: "CHATGPT_CREDENTIAL_ISSUER")
+        let got = s.run(["get"], env: empty)
+        #expect(got.status == 0 && got.stdout == t.accessToken + "\n", "exit \(got.status): \(got.stderr)")
+        #expect(got.stderr.isEmpty, "an empty CHATGPT_CREDENTIAL_DEBUG is off: \(got.stderr)")
+        let status = s.run(["--no-cache", "status", "--json"], env: empty)
+        #expect(status.status == 0 && status.stdout.contains(#""profile":"default","store":"file""#), "\(status.stdout)\(status.stderr)")
+
+        for (name, value, verb) in [("PROFILE", " ", "get"), ("PROFILE", ".x", "get"), ("STORE", "cloud", "get"),
+                                    ("CACHE", "maybe", "get"), ("CACHE_TTL", "0", "get"),
+                                    ("ISSUER", "http://example.com", "get"), ("BACKEND", "ftp://example.com", "usage")] {
+            var env = empty
+            env["CHATGPT_CREDENTIAL_" + name] = value
+            let r = s.run([verb], env: env)
+            #expect(r.status == 2 && r.stdout.isEmpty && Hostile.isOneLine(r.stderr), "\(name)='\(value)': exit \(r.status): \(r.stderr)")
+        }
+    }
+
+    /// argv comes from the process itself, not from /proc/self/cmdline: in a private mount
+    /// namespace with /proc unmounted, `--version`, `get --help`, global options and the git
+    /// helper's name still work (before, "missing verb", exit 2).
+    @Test(.enabled(if: Self.unshareMount != nil, "needs unshare --mount (root or user namespaces)"))
+    func argumentsWithoutProc() throws {
+        let s = Sandbox(bus: .none)
+        let link = s.root + "/git-credential-chatgpt"
+        #expect(symlink(Harness.binary, link) == 0)
+        func noProc(_ executable: String, _ args: [String], stdin: String? = nil) -> RunResult {
+            let script = #"umount -l /proc && test ! -e /proc/self && exec "$0" "$@""#
+            return Harness.run("/usr/bin/unshare", Self.unshareMount! + ["sh", "-c", script, executable] + args,
+                               env: s.env, stdin: stdin.map { Array($0.utf8) }, timeout: 20)
+        }
+        let version = noProc(Harness.binary, ["--version"])
+        #expect(version.status == 0 && version.stdout.hasPrefix("chatgpt-credential ") && version.stdout.hasSuffix("\n"),
+                "exit \(version.status): \(version.stdout)\(version.stderr)")
+        let help = noProc(Harness.binary, ["get", "--help"])
+        #expect(help.status == 0 && help.stdout.hasPrefix("Usage: chatgpt-credential [GLOBAL OPTIONS] get"), "exit \(help.status): \(help.stderr)")
+        let status = noProc(Harness.binary, ["--store", "file", "--profile", "noproc", "status"])
+        #expect(status.status == 3 && status.stderr.contains("noproc"), "exit \(status.status): \(status.stderr)")
+        let git = noProc(link, ["get"], stdin: "protocol=https\nhost=example.com\n\n")
+        #expect(git.status == 0 && git.stdout.isEmpty && git.stderr.isEmpty, "exit \(git.status): \(git.stderr)")
+        // The control: the same script refuses to run anything while /proc is still there.
+        #expect(Harness.run("/bin/sh", ["-c", "test ! -e /proc/self"], env: s.env).status != 0)
+    }
+
+    /// The `unshare` options that give a private mount namespace here, or nil.
+    static let unshareMount: [String]? = {
+        for options in [["--mount", "--fork"], ["--user", "--map-root-user", "--mount", "--fork"]] {
+            let r = Harness.run("/usr/bin/unshare", options + ["sh", "-c", "umount -l /proc && test ! -e /proc/self"],
+                                env: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin"], timeout: 10)
+            if r.status == 0 { return options }
+        }
+        return nil
+    }()
 
     // MARK: another user, loose modes
 

@@ -97,6 +97,62 @@ struct SecretServiceCLITests {
         }
     }
 
+    @Test("a default collection kept only in memory: auto stores in the file with a notice, --store secret-service warns, status names the collection")
+    func volatileDefaultCollection() throws {
+        let sandbox = Sandbox(bus: .none)
+        var env = sandbox.env
+        env.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS")
+        let bus = try #require(PrivateBus(env: env))
+        try #require(bus.startDaemon("gnome-keyring-daemon --unlock --components=secrets", stdin: "pw", log: sandbox.root + "/k.log").status == 0)
+        func run(_ args: [String], stdin: String? = nil) -> RunResult {
+            Harness.run(Harness.binary, args, env: bus.env, stdin: stdin.map { Array($0.utf8) }, timeout: 20)
+        }
+        func statusJSON(_ profile: String) throws -> [String: Any] {
+            let r = run(["--profile", profile, "status", "--json"])
+            try #require(r.status == 0, "status: exit \(r.status): \(r.stderr)")
+            return try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+        }
+        let session = "/org/freedesktop/secrets/collection/session", login = "/org/freedesktop/secrets/collection/login"
+
+        // A durable default (the login keyring): the item goes there, status says so, no notice.
+        let durable = uniqueProfile("durable")
+        let first = run(["--profile", durable, "store"], stdin: Self.credential("durable").json)
+        #expect(first.status == 0 && !first.stderr.contains("notice"), "exit \(first.status): \(first.stderr)")
+        #expect(try statusJSON(durable)["collection"] as? String == login)
+
+        // What a headless gnome-keyring does: its default alias names the in-memory collection.
+        let alias = bus.sh(systemPython + #" -c "import dbus; dbus.Interface(dbus.SessionBus().get_object('org.freedesktop.secrets', '/org/freedesktop/secrets'), 'org.freedesktop.Secret.Service').SetAlias('default', dbus.ObjectPath('\#(session)'))""#)
+        try #require(alias.status == 0, "SetAlias: \(alias.stderr)")
+
+        let name = uniqueProfile("volatile")
+        let cred = Self.credential("volatile")
+        let auto = run(["--profile", name, "store"], stdin: cred.json)
+        #expect(auto.status == 0, "auto store: exit \(auto.status): \(auto.stderr)")
+        let notices = auto.stderr.split(separator: "\n").filter { $0.contains("notice") }
+        #expect(notices.count == 1 && notices[0].contains("keeps secrets only in memory") && notices[0].contains(session)
+                && notices[0].contains("encrypted file"), "\(auto.stderr)")
+        #expect(FileManager.default.fileExists(atPath: sandbox.dataDir + "/\(name).age"))
+        #expect(Self.secretTool(name, env: bus.env).isEmpty, "nothing may land in the in-memory collection under auto")
+        let status = try statusJSON(name)
+        #expect(status["store"] as? String == "file" && status["collection"] == nil, "\(status)")
+        #expect(run(["--profile", name, "get"]).stdout == cred.access + "\n")
+        #expect(run(["--profile", name, "erase", "--no-revoke"]).status == 0)
+
+        // Explicitly asked for: obeyed, with a warning that it will not survive a restart.
+        let explicit = run(["--store", "secret-service", "--profile", name, "store"], stdin: cred.json)
+        #expect(explicit.status == 0, "exit \(explicit.status): \(explicit.stderr)")
+        #expect(explicit.stderr.contains("will not survive a restart of the keyring daemon"), "\(explicit.stderr)")
+        #expect(Self.secretTool(name, env: bus.env).count == 1)
+        // Asked of the daemon itself: the item is in the in-memory collection.
+        let labels = bus.sh(systemPython + #" -c "import dbus; b = dbus.SessionBus(); props = lambda p: dbus.Interface(b.get_object('org.freedesktop.secrets', p), 'org.freedesktop.DBus.Properties'); [print(props(i).Get('org.freedesktop.Secret.Item', 'Label')) for i in props('\#(session)').Get('org.freedesktop.Secret.Collection', 'Items')]""#)
+        #expect(labels.stdout.contains("ChatGPT credential (\(name))"), "items of \(session): \(labels.stdout) \(labels.stderr)")
+        #expect(try statusJSON(name)["collection"] as? String == session)
+        let text = run(["--no-cache", "--profile", name, "status"])
+        #expect(text.status == 0 && text.stdout.contains("  collection: \(session) (in memory only"), "\(text.stdout)\(text.stderr)")
+        #expect(run(["--store", "secret-service", "--profile", name, "erase", "--no-revoke"]).status == 0)
+        #expect(run(["--store", "secret-service", "--profile", durable, "erase", "--no-revoke"]).status == 0)
+    }
+
     @Test("no session bus: secret-service exits 5 at once; auto uses the encrypted file within 1 s")
     func noBus() throws {
         let sb = Sandbox(bus: .none)

@@ -253,6 +253,7 @@ struct SecretServiceChild {
                 case .available: result = "probe available"
                 case .locked(let why): result = "probe locked " + why
                 case .unavailable(let reason): result = "probe unavailable " + reason
+                case .volatile(let collection): result = "probe volatile " + collection
                 }
             default: result = "unknown op \(op)"
             }

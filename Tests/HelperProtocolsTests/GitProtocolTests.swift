@@ -238,7 +238,7 @@ private func getOutput(_ input: String, document: TokenDocument = doc()) throws 
     // MARK: host and protocol rule
 
     @Test(arguments: [
-        "chatgpt.com", "CHATGPT.COM", "ChatGPT.Com", "chatgpt.com:443", "chatgpt.com:8443", "chatgpt.com.",
+        "chatgpt.com", "CHATGPT.COM", "ChatGPT.Com", "chatgpt.com:443", "chatgpt.com.",
         "chatgpt.com.:443", "www.chatgpt.com", "a.b-c.chatgpt.com", "API.OPENAI.COM", "api.openai.com",
         "api.openai.com:443", "api.openai.com.",
     ])
@@ -253,6 +253,8 @@ private func getOutput(_ input: String, document: TokenDocument = doc()) throws 
         "evil.com", "", ".", ".chatgpt.com", "a..chatgpt.com", "chatgpt.com..", "chatgpt..com",
         "chatgpt.com:", "chatgpt.com:0", "chatgpt.com:65536", "chatgpt.com:99999", "chatgpt.com:443:443",
         "chatgpt.com:abc", "chatgpt.com:+443", "chatgpt.com: 443", "chatgpt.com:443.",
+        "chatgpt.com:8080", "chatgpt.com:8443", "chatgpt.com:80", "chatgpt.com:1", "api.openai.com:8443", "www.chatgpt.com:4443",
+        "chatgpt.com.:8080",
         "chatgpt.com@evil.com", "evil.com@chatgpt.com", "user@chatgpt.com", "evil.com#chatgpt.com",
         "evil.com/chatgpt.com", "chatgpt.com/evil", "evil.com\\chatgpt.com", "evil.com?chatgpt.com",
         "chatgpt.com%2eevil.com", "chatgpt%2ecom", " chatgpt.com", "chatgpt.com ", "chatgpt.com\t",

@@ -384,6 +384,20 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
         expectStoreError(isCorrupt) { _ = try sb.store().readBytes(.default) }
     }
 
+    /// The sweep's matcher takes exactly `.BASE.tmp-PID-HEX` and nothing that merely starts so.
+    @Test func tempNameMatchesExactlyItsOwnFormat() {
+        let name = AtomicFile.tempName(base: "y.age", pid: 4321, random: [0, 1, 0xab, 0xcd, 0xef, 0x10])
+        #expect(name == ".y.age.tmp-4321-0001abcdef10")
+        #expect(AtomicFile.tempWriterPID(name, base: "y.age") == 4321)
+        #expect(AtomicFile.tempWriterPID(".y.age.tmp-77-0a1b2c", base: "y.age") == 77) // an earlier version's
+        for foreign in [".y.age.tmp-4000000-x.age.tmp-4321-0001abcdef10", ".y.age.tmp-4000000-x", ".y.age.tmp-4321-0001abcdef10x",
+                        ".y.age.tmp-4321-0001ABCDEF10", ".y.age.tmp-04321-0001abcdef10", ".y.age.tmp--0001abcdef10",
+                        ".y.age.tmp-4321-ab", ".y.age.tmp-4321-0001abcdef1011", "y.age.tmp-4321-0001abcdef10",
+                        ".y.age.tmp-+4321-0001abcdef10", ".yy.age.tmp-4321-0001abcdef10", ".y.age.tmp-99999999999-0001abcdef10"] {
+            #expect(AtomicFile.tempWriterPID(foreign, base: "y.age") == nil, "\(foreign)")
+        }
+    }
+
     @Test func atomicPrimitives() throws {
         let sb = StoreSandbox()
         mkdir(sb.root + "/d", 0o700)

@@ -9,4 +9,10 @@ int cs_harden_process(void);
 /* Puts back the core-dump limit the process started with, for the program `exec` runs. */
 void cs_restore_core_limit(void);
 
+/* The arguments the process was started with, as glibc handed them to the executable's
+   initialisers (not read from /proc). cs_argc() is -1 when they were not captured; cs_argv(i) is
+   NULL outside 0..argc-1. */
+int cs_argc(void);
+const char *cs_argv(int index);
+
 #endif

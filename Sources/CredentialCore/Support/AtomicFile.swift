@@ -119,9 +119,7 @@ public enum AtomicFile {
     private static func openTemp(beside path: String) throws -> (fd: Int32, tmp: String) {
         let (dir, base) = split(path)
         removeStaleTemps(in: dir, base: base)
-        var suffix = ""
-        for b in Sodium.random(6) { suffix += String(b, radix: 16) }
-        let tmp = "\(dir)/.\(base).tmp-\(getpid())-\(suffix)"
+        let tmp = "\(dir)/\(tempName(base: base, pid: getpid(), random: Sodium.random(6)))"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw CredentialError.storeFailure("cannot create a file in \(dir): \(FileSystem.errorText())") }
         // umask can only clear bits, but make the mode exact whatever it is.
@@ -215,20 +213,45 @@ public enum AtomicFile {
         return Reservation(path: path, size: bytes, fd: fd, tmp: tmp)
     }
 
-    /// Removes `.BASE.tmp-PID-*` files in `dir` left by a writer that was killed before it could
-    /// rename or unlink them: only regular files of ours whose PID is no longer alive (a live
-    /// writer's temp file is never touched). They hold ciphertext only, but should not pile up.
+    /// The temp file name beside `BASE`: `.BASE.tmp-PID-HEX`, HEX being the 6 random bytes as
+    /// 12 lower-case hex digits.
+    package static func tempName(base: String, pid: Int32, random: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var hex: [UInt8] = []
+        for b in random { hex += [digits[Int(b >> 4)], digits[Int(b & 15)]] }
+        return ".\(base).tmp-\(pid)-" + String(decoding: hex, as: UTF8.self)
+    }
+
+    /// The writer's PID when `name` is exactly a temp name of `base` (`tempName`), else nil.
+    /// Nothing looser: another file whose name merely starts like one (another profile's file or
+    /// temp file, e.g. profile `y.age.tmp-4000000-x` beside profile `y`) is never taken for one.
+    /// HEX of 6 to 12 digits also matches the temp files of earlier versions (unpadded hex).
+    package static func tempWriterPID(_ name: String, base: String) -> Int32? {
+        let prefix = "." + base + ".tmp-"
+        guard name.hasPrefix(prefix) else { return nil }
+        let rest = Array(name.utf8.dropFirst(prefix.utf8.count))
+        guard let dash = rest.firstIndex(of: UInt8(ascii: "-")) else { return nil }
+        let pidDigits = rest[..<dash], hex = rest[(dash + 1)...]
+        guard (1...10).contains(pidDigits.count), pidDigits.first != UInt8(ascii: "0"),
+              pidDigits.allSatisfy({ $0 >= 48 && $0 <= 57 }),
+              (6...12).contains(hex.count),
+              hex.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }),
+              let pid = Int32(String(decoding: pidDigits, as: UTF8.self)), pid > 0 else { return nil }
+        return pid
+    }
+
+    /// Removes `.BASE.tmp-PID-HEX` files in `dir` (exactly `tempName`'s format) left by a writer
+    /// that was killed before it could rename or unlink them: only regular files of ours whose PID
+    /// is no longer alive (a live writer's temp file is never touched). They hold ciphertext
+    /// only, but should not pile up.
     static func removeStaleTemps(in dir: String, base: String) {
         guard let d = opendir(dir) else { return }
         defer { closedir(d) }
-        let prefix = "." + base + ".tmp-"
         while let entry = readdir(d) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
             }
-            guard name.hasPrefix(prefix) else { continue }
-            let rest = name.dropFirst(prefix.count)
-            guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0 else { continue }
+            guard let pid = tempWriterPID(name, base: base) else { continue }
             guard kill(pid, 0) != 0 && errno == ESRCH else { continue }
             var st = stat()
             let full = dir + "/" + name

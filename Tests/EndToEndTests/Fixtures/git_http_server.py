@@ -10,6 +10,12 @@ what makes git ask its credential helpers.
 Binds 127.0.0.1 on a free port, prints ``PORT=<n>`` as its first stdout line, appends one JSON
 line per request to --log ({"method","path","user","auth":"none"|"ok"|"bad","status"}) and exits
 when its stdin closes or on SIGTERM.
+
+With --connect-proxy HOST:PORT, the port printed is instead that of an HTTP CONNECT proxy (also
+on 127.0.0.1) that tunnels only to HOST:PORT, and always to the server above: git fetching
+``https://chatgpt.com/repo.git`` through ``http.proxy`` sends its helpers exactly what a real
+fetch sends (``host=chatgpt.com``, the default port) while every byte stays on loopback and no
+name is looked up.
 """
 
 import argparse
@@ -17,7 +23,10 @@ import base64
 import hmac
 import json
 import os
+import select
 import signal
+import socket
+import socketserver
 import ssl
 import subprocess
 import sys
@@ -149,6 +158,44 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
+class ConnectProxy(socketserver.BaseRequestHandler):
+    """CONNECT ARGS.connect_proxy -> 200, then bytes both ways to the git server; else 403."""
+
+    def handle(self):
+        conn = self.request
+        conn.settimeout(30)
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = conn.recv(4096)
+            if not chunk or len(head) > 65536:
+                return
+            head += chunk
+        request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        if request_line.split(" ")[:2] != ["CONNECT", ARGS.connect_proxy]:
+            conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+            return
+        upstream = socket.create_connection(("127.0.0.1", SERVER_PORT), timeout=30)
+        conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        rest = head.split(b"\r\n\r\n", 1)[1]
+        if rest:
+            upstream.sendall(rest)
+        try:
+            while True:
+                ready, _, _ = select.select([conn, upstream], [], [], 30)
+                if not ready:
+                    return
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    (upstream if s is conn else conn).sendall(data)
+        finally:
+            upstream.close()
+
+
+SERVER_PORT = 0
+
+
 def main():
     global ARGS
     p = argparse.ArgumentParser()
@@ -158,7 +205,9 @@ def main():
     p.add_argument("--username")
     p.add_argument("--cert")
     p.add_argument("--key")
+    p.add_argument("--connect-proxy")
     ARGS = p.parse_args()
+    global SERVER_PORT
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
@@ -166,10 +215,19 @@ def main():
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(ARGS.cert, ARGS.key)
         server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    print("PORT=%d" % server.server_address[1], flush=True)
+    SERVER_PORT = server.server_address[1]
+    proxy = None
+    if ARGS.connect_proxy:
+        socketserver.ThreadingTCPServer.allow_reuse_address = True
+        proxy = socketserver.ThreadingTCPServer(("127.0.0.1", 0), ConnectProxy)
+        proxy.daemon_threads = True
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    print("PORT=%d" % (proxy.server_address[1] if proxy else SERVER_PORT), flush=True)
 
     def stop(*_):
         threading.Thread(target=server.shutdown, daemon=True).start()
+        if proxy:
+            threading.Thread(target=proxy.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
 

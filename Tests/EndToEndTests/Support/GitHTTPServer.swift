@@ -8,13 +8,13 @@ import Glibc
 /// serving one bare repository `repo.git` with one commit, and admitting only HTTP Basic auth
 /// whose password is `expectedToken` (written to a file the server re-reads on every request).
 ///
-/// Why TLS and the real host name: our helper answers only for https and chatgpt.com, and git
-/// asks its helpers about the host of the URL it fetches. Fetching
-/// `https://chatgpt.com:PORT/repo.git` with `http.curloptResolve=chatgpt.com:PORT:127.0.0.1`
-/// (libcurl's CURLOPT_RESOLVE, in git since 2.37) and `http.sslCAInfo=<our cert>` makes git send
-/// exactly the request a real user's git sends (`protocol=https`, `host=chatgpt.com:PORT`) while
-/// every byte goes to 127.0.0.1 — no wrapper rewrites the helper's input, and no name lookup
-/// happens for chatgpt.com at all.
+/// Why TLS, the real host name and the default port: our helper answers only for https and
+/// chatgpt.com on port 443, and git asks its helpers about the host of the URL it fetches.
+/// Fetching `https://chatgpt.com/repo.git` through `http.proxy=http://127.0.0.1:PORT` (the
+/// fixture's CONNECT proxy, which tunnels only `chatgpt.com:443`, and only to the server) with
+/// `http.sslCAInfo=<our cert>` makes git send exactly the request a real user's git sends
+/// (`protocol=https`, `host=chatgpt.com`) while every byte goes to 127.0.0.1 — no wrapper
+/// rewrites the helper's input, and no name lookup happens for chatgpt.com at all.
 final class GitHTTPServer {
     struct Failure: Error, CustomStringConvertible { let description: String }
     struct LogEntry { var method: String; var path: String; var user: String?; var auth: String; var status: Int }
@@ -23,10 +23,10 @@ final class GitHTTPServer {
     let port: Int
     let commit: String
     var certPath: String { directory + "/cert.pem" }
-    var url: String { "https://chatgpt.com:\(port)/repo.git" }
-    /// The `-c` options that route git to this server and trust its certificate.
+    var url: String { "https://chatgpt.com/repo.git" }
+    /// The `-c` options that route git to this server (through the proxy) and trust its certificate.
     var gitOptions: [String] {
-        ["-c", "http.curloptResolve=chatgpt.com:\(port):127.0.0.1", "-c", "http.sslCAInfo=\(certPath)",
+        ["-c", "http.proxy=http://127.0.0.1:\(port)", "-c", "http.sslCAInfo=\(certPath)",
          "-c", "http.sslVerify=true"]
     }
 
@@ -70,7 +70,8 @@ final class GitHTTPServer {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Tools.python3)
         var args = ["-u", Self.scriptPath, "--root", directory + "/root", "--token-file", directory + "/expected-token",
-                    "--log", directory + "/requests.log", "--cert", directory + "/cert.pem", "--key", directory + "/key.pem"]
+                    "--log", directory + "/requests.log", "--cert", directory + "/cert.pem", "--key", directory + "/key.pem",
+                    "--connect-proxy", "chatgpt.com:443"]
         if let username { args += ["--username", username] }
         p.arguments = args
         p.environment = env.merging(["PYTHONDONTWRITEBYTECODE": "1"]) { $1 }
