@@ -93,7 +93,7 @@ _chatgpt_credential()
     # Options of the verb, plus the global options.
     local opts=$globals
     case $verb in
-        login) opts+=" --device --browser --no-browser" ;;
+        login) opts+=" --device --browser --no-browser --clipboard" ;;
         get) opts+=" --account-id --id-token --json --header --env --min-ttl --force-refresh" ;;
         store) opts+=" --from-codex" ;;
         erase) opts+=" --no-revoke" ;;

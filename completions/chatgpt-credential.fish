@@ -92,6 +92,7 @@ complete -c $c -n $g -s h -l help -d 'show help'
 complete -c $c -n '__chatgpt_credential_verb_is login' -l device -d 'device code flow'
 complete -c $c -n '__chatgpt_credential_verb_is login' -l browser -d 'browser flow with a loopback listener'
 complete -c $c -n '__chatgpt_credential_verb_is login' -l no-browser -d 'print the URL, paste the address back'
+complete -c $c -n '__chatgpt_credential_verb_is login' -l clipboard -d 'also offer the device code to the terminal clipboard'
 
 # get
 complete -c $c -n '__chatgpt_credential_verb_is get' -l account-id -d 'print the ChatGPT account id'

@@ -146,7 +146,7 @@ public enum ArgumentParser {
             let modes: [(String, LoginMode)] = [("--device", .device), ("--browser", .browser), ("--no-browser", .paste)]
             let chosen = modes.filter { has($0.0) }
             if chosen.count > 1 { throw CredentialError.usage("choose one of --device, --browser, --no-browser") }
-            command = .login(chosen.first?.1)
+            command = .login(chosen.first?.1, clipboard: has("--clipboard"))
         case "get":
             var o = GetOptions()
             let formats: [(String, OutputFormat)] = [("--account-id", .accountId), ("--id-token", .idToken), ("--json", .json),

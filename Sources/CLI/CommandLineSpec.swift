@@ -58,7 +58,7 @@ public enum CommandLineSpec {
     ]
 
     public static let verbs: [VerbSpec] = [
-        VerbSpec(name: "login", synopsis: "login [--device | --browser | --no-browser]",
+        VerbSpec(name: "login", synopsis: "login [--device | --browser | --no-browser] [--clipboard]",
                  summary: "sign in and store the tokens",
                  details: """
                  Signs in with OAuth and stores the tokens. Without an option, uses the device code
@@ -69,6 +69,7 @@ public enum CommandLineSpec {
                     OptionSpec("--device", "device code flow: shows a URL and a code to enter on any device"),
                     OptionSpec("--browser", "browser flow with a loopback listener on 127.0.0.1:1455 (1457 when busy)"),
                     OptionSpec("--no-browser", "print the sign-in URL, then paste the address the browser ended on"),
+                    OptionSpec("--clipboard", "device code flow: also offer the code to the terminal's clipboard (OSC 52)"),
                  ]),
         VerbSpec(name: "get", synopsis: "get [--account-id | --id-token | --json | --header | --env] [--min-ttl SECONDS] [--force-refresh]",
                  summary: "print a fresh access token (refreshing first when needed)",
@@ -170,23 +171,8 @@ public enum CommandLineSpec {
     /// Help is wrapped to the terminal's width, 80 columns off a terminal (the man page's "Help").
     public static let defaultWidth = 80
 
-    /// `text` broken at spaces into lines of at most `width` columns, every line after the first
-    /// indented by `indent`. A word longer than a line stands alone on its line, never cut.
     static func wrap(_ text: String, width: Int, indent: Int = 0) -> String {
-        var lines: [String] = []
-        var line = String(repeating: " ", count: indent)
-        var lineHasWord = false
-        for word in text.split(separator: " ", omittingEmptySubsequences: true) {
-            if lineHasWord && line.count + 1 + word.count > width {
-                lines.append(line)
-                line = String(repeating: " ", count: indent)
-                lineHasWord = false
-            }
-            line += (lineHasWord ? " " : "") + word
-            lineHasWord = true
-        }
-        lines.append(line)
-        return lines.joined(separator: "\n")
+        TextWrap.wrap(text, width: width, indent: indent)
     }
 
     /// A paragraph of `details` (lines joined) wrapped to `width`.

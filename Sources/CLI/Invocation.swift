@@ -43,7 +43,7 @@ public struct GetOptions: Sendable, Equatable {
 public enum Command: Sendable {
     case help(verb: String?)
     case version
-    case login(LoginMode?)
+    case login(LoginMode?, clipboard: Bool = false)
     case get(GetOptions)
     /// `fromCodex`: nil = read stdin; .some(nil) = default Codex path; .some(path).
     case store(fromCodex: String??)

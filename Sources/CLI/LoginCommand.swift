@@ -16,11 +16,17 @@ extension Runner {
         return .device
     }
 
-    func login(_ g: GlobalOptions, mode: LoginMode?) throws -> Outcome {
+    func login(_ g: GlobalOptions, mode: LoginMode?, clipboard: Bool = false) throws -> Outcome {
         let env = services.environment
         let client = IssuerClient(config: try IssuerConfig.fromEnvironment(env))
         let chosen = mode ?? Self.defaultLoginMode(env)
         verbose(g, "login: \(chosen.rawValue) flow against \(client.config.baseURL)")
+
+        // Over a live sign-in: say what the new one replaces before the person starts.
+        if let current = owner(g).peek() {
+            let who = current.email.isEmpty ? "account \(current.accountId)" : current.email
+            console.err(Sanitize.line("This replaces the sign-in of \(who) for profile '\(g.profile.name)' once the new one succeeds."))
+        }
 
         let interrupt = InterruptWatch.install()
         defer { interrupt?.restore() }
@@ -34,7 +40,7 @@ extension Runner {
         }
 
         do {
-            try runFlow(chosen, g, client: client, interrupt: interrupt, keep: keep)
+            try runFlow(chosen, g, client: client, interrupt: interrupt, clipboard: clipboard, keep: keep)
         } catch let e as CredentialError where e == InterruptWatch.cancelled {
             // The terminal echoed "^C" without a newline; start the message on a line of its own.
             if console.stderrIsTerminal { console.err("") }
@@ -44,21 +50,26 @@ extension Runner {
         let email = d.email.isEmpty ? "unknown email" : d.email
         let plan = d.plan.isEmpty ? "unknown plan" : d.plan
         let account = d.accountId.isEmpty ? "unknown" : d.accountId
-        console.err(Sanitize.line("Signed in as \(email) (\(plan)), account \(account)"))
+        // The default profile's line is exactly the man page's; another profile is named after it.
+        let named = g.profile == .default ? "" : " (profile \(g.profile.name))"
+        console.err(Sanitize.line("Signed in as \(email) (\(plan)), account \(account)\(named)"))
         return .exit(0)
     }
 
     private func runFlow(_ chosen: LoginMode, _ g: GlobalOptions, client: IssuerClient, interrupt: InterruptWatch?,
-                         keep: (TokenGrant) throws -> Void) throws {
+                         clipboard: Bool, keep: (TokenGrant) throws -> Void) throws {
         let env = services.environment
         switch chosen {
         case .device:
             var flow = DeviceCodeFlow(client: client, console: console, interrupt: interrupt, profile: g.profile)
             flow.debug = { self.verbose(g, $0) }
+            flow.clipboard = clipboard
+            flow.width = console.errorWidth
             try keep(try flow.run())
         case .paste:
-            let flow = PasteBackFlow(client: client, console: console, interrupt: interrupt, nonInteractive: g.nonInteractive,
+            var flow = PasteBackFlow(client: client, console: console, interrupt: interrupt, nonInteractive: g.nonInteractive,
                                      profile: g.profile)
+            flow.width = console.errorWidth
             try flow.checkUsable()
             try keep(try flow.run())
         case .browser:

@@ -79,8 +79,8 @@ public final class Runner {
             env["CHATGPT_ACCESS_TOKEN"] = fresh.document.accessToken.unsafeString()
             env["CHATGPT_ACCOUNT_ID"] = fresh.document.accountId
             return .replaceProcess(argv: argv, environment: env)
-        case .login(let mode):
-            return try login(g, mode: mode)
+        case .login(let mode, let clipboard):
+            return try login(g, mode: mode, clipboard: clipboard)
         case .store(let fromCodex):
             return try store(g, fromCodex: fromCodex)
         case .helper(.git, let verb):

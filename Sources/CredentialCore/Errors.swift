@@ -17,6 +17,8 @@ public enum CredentialError: Error, Equatable, Sendable {
     // 4: temporary
     case temporary(String)
     case lockTimeout(profile: String)
+    // 130 (128 + SIGINT): the person pressed Ctrl-C at a prompt or while waiting
+    case interrupted(String)
     // 5: store problem
     case keyringLocked(String)
     /// No store of this kind can be reached at all (no session bus, nobody owning
@@ -37,6 +39,7 @@ public enum CredentialError: Error, Equatable, Sendable {
         case .notSignedIn, .refreshRejected, .backendRejected: return 3
         case .temporary, .lockTimeout: return 4
         case .keyringLocked, .storeUnavailable, .storeNotAnswering, .storeCorrupt, .wrongKey, .permissionsTooOpen, .storeFailure: return 5
+        case .interrupted: return 128 + 2 // as a shell reports a process Ctrl-C ended
         }
     }
 
@@ -58,6 +61,7 @@ public enum CredentialError: Error, Equatable, Sendable {
             text = "the ChatGPT backend rejected the access token (HTTP 401), also right after a refresh; sign in again: \(Profile(unchecked: p).loginCommand)"
         case .temporary(let m): text = "\(m); try again later"
         case .lockTimeout(let p): text = "timed out waiting for another chatgpt-credential process changing profile '\(p)' (a refresh, sign-in or erase); try again"
+        case .interrupted(let m): text = m
         case .keyringLocked(let m): text = m
         case .storeUnavailable(let m): text = m
         case .storeNotAnswering(let m): text = m

@@ -22,6 +22,10 @@ public struct DeviceCodeFlow {
     public var reminderEvery: Double = 5 * 60
     /// Diagnostics for --verbose.
     public var debug: (String) -> Void = { _ in }
+    /// Offer the code to the terminal's clipboard (OSC 52): `login --clipboard`.
+    public var clipboard = false
+    /// Columns to wrap the prompt at (the terminal's on stderr, else 80).
+    public var width = 80
 
     public init(client: IssuerClient, console: Console, interrupt: InterruptWatch?, profile: Profile) {
         self.client = client
@@ -85,30 +89,33 @@ public struct DeviceCodeFlow {
         }
     }
 
+    /// The prompt: the page, the code once (bold on a terminal), and one warning, wrapped at
+    /// spaces to `width`; no per-line program prefix, as gh and codex show theirs. The code goes
+    /// to the terminal's clipboard (OSC 52) only when asked (`login --clipboard`) and only when
+    /// stderr is a terminal (a log file must not carry escapes).
     func show(_ device: DeviceCode, lifetime: Double) {
-        let p = "chatgpt-credential: "
         let url = Sanitize.line(device.verificationURL, limit: 2048)
         let code = Sanitize.line(device.userCode, limit: 64)
-        // OSC 52 offers the code (and only the code) to the terminal's clipboard; never when
-        // stderr is not a terminal (a log file must not carry escapes).
-        var clipboard = ""
         var shown = code
+        var copied = false
         if console.stderrIsTerminal {
-            clipboard = "\u{1B}]52;c;" + Base64.encode(Array(code.utf8), alphabet: .standard, padded: true) + "\u{07}"
             shown = "\u{1B}[1m" + code + "\u{1B}[0m" // bold; our own escape, the code itself is checked
+            if clipboard {
+                shown += "\u{1B}]52;c;" + Base64.encode(Array(code.utf8), alphabet: .standard, padded: true) + "\u{07}"
+                copied = true
+            }
         }
-        console.err(p + "to sign in, open this page in a browser on any device:")
+        func say(_ text: String) { for line in TextWrap.lines(text, width: width) { console.err(line) } }
+        say("To sign in, open this page in a browser on any device:")
         console.err("")
-        console.err("        " + url)
+        console.err("    " + url)
         console.err("")
-        console.err(p + "and enter this one-time code:")
+        say("and enter this one-time code\(copied ? " (also offered to your terminal's clipboard)" : ""):")
         console.err("")
-        console.err("        " + shown + clipboard)
+        console.err("    " + shown)
         console.err("")
-        if !clipboard.isEmpty { console.err(p + "(your terminal may also have copied the code to the clipboard)") }
-        console.err(p + "never share this code or enter it for someone else: device codes are a favourite phishing trick, "
-                    + "and whoever enters it signs in as you. Enter it only on \(host(of: url)).")
-        console.err(p + "the code expires in \(Self.duration(lifetime)); waiting for approval (Ctrl-C to cancel)")
+        say("Never share this code: whoever enters it signs in as you. Enter it only on \(host(of: url)).")
+        say("The code expires in \(Self.duration(lifetime)); waiting for approval (Ctrl-C to cancel).")
     }
 
     /// "15 minutes", "1 minute", "45 seconds".

@@ -18,6 +18,8 @@ public struct PasteBackFlow {
     public var timeout: Double = 15 * 60
     public static let maxLine = 8 * 1024
     public var port = OAuthConstants.browserCallbackPorts[0]
+    /// Columns to wrap the instructions at (the terminal's on stderr, else 80).
+    public var width = 80
 
     public init(client: IssuerClient, console: Console, interrupt: InterruptWatch?, nonInteractive: Bool, profile: Profile) {
         self.client = client
@@ -48,23 +50,52 @@ public struct PasteBackFlow {
         let pkce = PKCE()
         let redirectURI = OAuthConstants.browserRedirectURI(port: port)
         let url = client.authorizeURL(redirectURI: redirectURI, pkce: pkce)
-        let p = "chatgpt-credential: "
-        console.err(p + "open this address in a browser on any machine and sign in:")
+        func say(_ text: String) { for line in TextWrap.lines(text, width: width) { console.err(line) } }
+        say("Open this address in a browser on any machine and sign in:")
         console.err("")
         console.err("    " + Sanitize.line(url, limit: 4096))
         console.err("")
-        console.err(p + "the browser then tries to open http://localhost:\(port)/auth/callback?code=…&state=… and shows an error page;")
-        console.err(p + "copy that whole address from the address bar and paste it here, then press Enter:")
+        say("The browser then tries to open http://localhost:\(port)/auth/callback?code=…&state=… and shows an error page. Copy that whole address from the address bar, paste it here and press Enter:")
 
-        let line = try tty >= 0 ? readLine(fd: tty) : readLineFromStdin()
-        // EDGE: the pasted address carries the authorization code; the callback parser reads text.
-        let callback = try Self.parse(line.unsafeString())
-        guard callback.state == pkce.state else {
-            throw CredentialError.loginFailed("the pasted address belongs to a different sign-in (its state does not match); nothing was stored; run '\(profile.command("login --no-browser"))' again and paste the address from that sign-in")
+        // A bad paste (only the code, a truncated address, another sign-in's address) asks again,
+        // a bounded number of times; the end of the input or Ctrl-C ends the sign-in.
+        var attempt = 1
+        var previous: CredentialError?
+        while true {
+            var line = SecretBytes(capacity: 1024)
+            let ended = try tty >= 0 ? readLine(fd: tty, into: &line) : readLineFromStdin(into: &line)
+            let callback: CallbackParameters
+            do {
+                // EDGE: the pasted address carries the authorization code; the callback parser reads text.
+                callback = try Self.parse(line.unsafeString())
+                guard callback.state == pkce.state else {
+                    throw CredentialError.loginFailed("the pasted address belongs to a different sign-in (its state does not match); nothing was stored; run '\(profile.command("login --no-browser"))' again and paste the address from that sign-in")
+                }
+            } catch let e as CredentialError {
+                // The input ended after a bad paste: that paste's reason is the one to report.
+                if ended, line.count == 0, let previous { throw previous }
+                guard attempt < Self.maxAttempts, !ended else { throw e }
+                previous = e
+                let left = Self.maxAttempts - attempt
+                attempt += 1
+                say("\(Self.retryReason(e)); paste the address the browser ended on again (\(left) \(left == 1 ? "try" : "tries") left, Ctrl-C to stop):")
+                continue
+            }
+            if let problem = callback.refusal { throw problem }
+            guard let code = callback.code else { throw Self.garbage }
+            return try client.exchangeCode(code: code, verifier: pkce.verifier, redirectURI: redirectURI)
         }
-        if let problem = callback.refusal { throw problem }
-        guard let code = callback.code else { throw Self.garbage }
-        return try client.exchangeCode(code: code, verifier: pkce.verifier, redirectURI: redirectURI)
+    }
+
+    /// Pastes read before the sign-in ends (the first and two more).
+    public static let maxAttempts = 3
+
+    /// Why a paste is asked for again, in a few words.
+    static func retryReason(_ e: CredentialError) -> String {
+        if e == garbage { return "That is not the whole address (http://localhost:1455/auth/callback?code=…&state=…)" }
+        if e.message.contains("state does not match") { return "That address belongs to a different sign-in" }
+        if e.message.contains("nothing was pasted") { return "Nothing was pasted" }
+        return "That address cannot be used"
     }
 
     static let garbage = CredentialError.loginFailed(
@@ -95,8 +126,8 @@ public struct PasteBackFlow {
 
     /// One line from the terminal, bounded, interruptible by Ctrl-C, within `timeout`; read
     /// straight into `SecretBytes`.
-    private func readLine(fd: Int32) throws -> SecretBytes {
-        var line = SecretBytes(capacity: 1024)
+    /// True when the input ended (no newline came).
+    private func readLine(fd: Int32, into line: inout SecretBytes) throws -> Bool {
         let deadline = Clock.monotonicMillis() + Int64(timeout * 1000)
         while true {
             switch Waiter.readable([fd], interrupt: interrupt, timeoutMillis: deadline - Clock.monotonicMillis()) {
@@ -115,27 +146,25 @@ public struct PasteBackFlow {
                 if code == EINTR || code == EAGAIN { continue }
                 throw CredentialError.loginFailed("cannot read the terminal: \(String(cString: strerror(code)))")
             }
-            if n == 0 { return line }
+            if n == 0 { return true }
             if let nl = line.withUnsafeBytes({ $0[start...].firstIndex(of: 0x0A) }) {
                 line.truncate(to: nl)
                 if line.count > Self.maxLine { throw tooLong() }
-                return line
+                return false
             }
             if line.count > Self.maxLine { throw tooLong() }
         }
     }
 
     /// One line from stdin (a pipe or file), bounded.
-    private func readLineFromStdin() throws -> SecretBytes {
-        var line = SecretBytes(capacity: 1024)
+    private func readLineFromStdin(into line: inout SecretBytes) throws -> Bool {
         while true {
             if interrupt?.fired == true { throw InterruptWatch.cancelled }
-            let chunk = try console.readSome(1024) // the console's chunks are ordinary arrays
-            if chunk.isEmpty { return line }
-            let end = chunk.firstIndex(of: 0x0A) ?? chunk.count
-            chunk[..<end].withUnsafeBytes { line.append($0) }
+            let chunk = try console.readSome(1) // one byte at a time: what follows the line is the next paste
+            if chunk.isEmpty { return true }
+            if chunk[0] == 0x0A { return false }
+            chunk.withUnsafeBytes { line.append($0) }
             if line.count > Self.maxLine { throw tooLong() }
-            if end < chunk.count { return line }
         }
     }
 }

@@ -53,9 +53,11 @@ final class StandardConsole: Console {
     var stdinIsTerminal: Bool { isatty(0) == 1 }
     var stderrIsTerminal: Bool { isatty(2) == 1 }
     var stdoutIsTerminal: Bool { !stdoutClosed && isatty(1) == 1 }
-    var terminalColumns: Int? {
+    var terminalColumns: Int? { columns(of: 1) }
+    var errorColumns: Int? { columns(of: 2) }
+    private func columns(of fd: Int32) -> Int? {
         var size = winsize()
-        guard ioctl(1, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        guard ioctl(fd, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
         return Int(size.ws_col)
     }
 

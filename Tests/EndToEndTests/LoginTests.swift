@@ -101,9 +101,11 @@ let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001
         #expect(r.stdout.isEmpty)
         let lines = r.stderr.split(separator: "\n").map(String.init)
         #expect(lines.last == signedInLine)
-        #expect(lines.contains("        " + f.issuer.url + "/codex/device"))
-        #expect(r.stderr.contains("phishing"))
-        #expect(r.stderr.contains("expires in 15 minutes"))
+        #expect(lines.contains("    " + f.issuer.url + "/codex/device"))
+        #expect(r.stderr.contains("Never share this code: whoever enters it signs in as you."))
+        #expect(r.stderr.contains("The code expires in 15 minutes"))
+        // 80 columns, broken at spaces, no program prefix on the prompt's lines.
+        for line in lines { #expect(line.count <= 80 && !line.hasPrefix("chatgpt-credential:"), "\(line)") }
         #expect(hasNoEscape(r.stderr), "no OSC 52 when stderr is not a terminal")
         // The user code stands alone on its line.
         #expect(lines.contains { $0.range(of: #"^ +[A-Z0-9]{4}-[A-Z0-9]{5}$"#, options: .regularExpression) != nil })
@@ -135,7 +137,7 @@ let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001
         defer { _ = sb.run(["--profile", name, "erase", "--no-revoke"]) }
         let r = sb.run(["--profile", name, "login", "--device"])
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(r.stderr.hasSuffix(signedInLine + "\n"))
+        #expect(r.stderr.hasSuffix(signedInLine + " (profile \(name))\n")) // another profile is named
         let status = sb.run(["--profile", name, "status", "--json"])
         #expect(status.stdout.contains("secret-service"), "\(status.stdout)")
         #expect(sb.run(["--profile", name, "get"]).status == 0)
@@ -176,7 +178,7 @@ let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001
         let start = Date()
         let r = f.run(["login", "--device"])
         #expect(r.status == 1)
-        #expect(r.stderr.contains("the code expires in 3 seconds"))
+        #expect(r.stderr.contains("The code expires in 3 seconds"))
         #expect(failureLine(r.stderr).contains("expired"))
         #expect(Date().timeIntervalSince(start) < 8)
         #expect(f.nothingStored())
@@ -220,7 +222,7 @@ let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001
         let t0 = Date()
         live.interrupt()
         let status = live.wait(timeout: 10)
-        #expect(status == 1)
+        #expect(status == 130) // 128 + SIGINT, as a shell reports Ctrl-C
         #expect(Date().timeIntervalSince(t0) < 3)
         #expect(live.stderr.contains("sign-in cancelled"))
         #expect(f.nothingStored())
@@ -309,6 +311,44 @@ let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001
         #expect(live.wait(timeout: 30) == 0, "\(live.stderr)")
         #expect(live.stderr.hasSuffix(signedInLine + "\n"))
         #expect(f.run(["get"]).status == 0)
+    }
+
+    /// Only the code pasted: asked again (bounded), and the right address then signs in. Over a
+    /// live sign-in the login says first whose sign-in it replaces.
+    @Test func badPasteIsAskedAgain() throws {
+        let f = try LoginFixture()
+        let first = try LiveRun(f.sandbox, ["login", "--no-browser"])
+        #expect(first.waitFor("press Enter"))
+        let url = try #require(authorizeURL(in: first.stderr))
+        let address = try #require(finalAddress(url, issuerPort: f.issuer.port))
+        // The prompt is wrapped at 80 columns: look for words, not for line breaks.
+        func waitForWords(_ live: LiveRun, _ text: String) -> Bool {
+            let deadline = Date().addingTimeInterval(10)
+            while Date() < deadline {
+                if live.stderr.replacingOccurrences(of: "\n", with: " ").contains(text) { return true }
+                usleep(20_000)
+            }
+            return false
+        }
+        first.send("ac_only_the_code\n")
+        #expect(waitForWords(first, "paste the address the browser ended on again (2 tries left"))
+        first.send(address + "\n")
+        #expect(first.wait(timeout: 30) == 0, "\(first.stderr)")
+        #expect(first.stderr.hasSuffix(signedInLine + "\n"))
+        #expect(!first.stderr.contains("This replaces"))
+
+        let second = try LiveRun(f.sandbox, ["login", "--no-browser"])
+        #expect(second.waitFor("press Enter"))
+        #expect(second.stderr.hasPrefix("This replaces the sign-in of user@example.com for profile 'default' once the new one succeeds.\n"))
+        for left in ["2 tries", "1 try"] {
+            second.send("code=x\n")
+            #expect(waitForWords(second, "again (\(left) left"))
+        }
+        second.send("still not it\n")
+        #expect(second.wait(timeout: 30) == 1)
+        #expect(failureLine(second.stderr).contains("that is not the address the browser ended on"))
+        #expect(f.counter("code_exchanges") == 1, "only the first sign-in exchanged a code")
+        #expect(f.run(["get"]).status == 0, "a failed sign-in leaves the stored one")
     }
 
     @Test func pastedRefusalIsReported() throws {
@@ -494,7 +534,7 @@ let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001
         let live = try LiveRun(f.sandbox, ["login", "--browser"], env: ["BROWSER": "/bin/true"])
         #expect(live.waitFor("waiting for the browser"))
         live.interrupt()
-        #expect(live.wait(timeout: 5) == 1)
+        #expect(live.wait(timeout: 5) == 130) // 128 + SIGINT
         #expect(live.stderr.contains("sign-in cancelled"))
         #expect(f.nothingStored())
         // The port is free again.

@@ -61,21 +61,42 @@ final class RecordingConsole: Console {
         return (IssuerClient(config: try IssuerConfig("http://127.0.0.1:9"), transport: t, retry: .none), t)
     }
 
-    @Test(arguments: [false, true])
-    func clipboardOnlyOnATerminalAndOnlyTheCode(tty: Bool) throws {
+    @Test(arguments: [(false, false), (false, true), (true, false), (true, true)])
+    func clipboardOnlyWhenAskedOnATerminalAndOnlyTheCode(tty: Bool, asked: Bool) throws {
         let (c, t) = try client([usercode, pending, approved, .json(200, goodTokens)])
         let console = RecordingConsole(tty: tty)
-        let grant = try DeviceCodeFlow(client: c, console: console, interrupt: nil, profile: .default).run()
+        var flow = DeviceCodeFlow(client: c, console: console, interrupt: nil, profile: .default)
+        flow.clipboard = asked
+        let grant = try flow.run()
         #expect(grant.refreshToken == "rt_new")
         let osc = "\u{1B}]52;c;" + Base64.encode(Array("ABCD-EFGH".utf8), alphabet: .standard, padded: true) + "\u{07}"
-        #expect(console.text.contains(osc) == tty)
+        #expect(console.text.contains(osc) == (tty && asked))
         if !tty { #expect(!console.text.contains("\u{1B}")) }
+        // The code is said once.
+        #expect(console.lines.filter { $0.contains("ABCD-EFGH") }.count == 1)
         #expect(console.lines.contains { $0.hasSuffix("http://127.0.0.1:9/codex/device") })
         // Exchanged with the device redirect URI and the verifier from the poll answer.
         let body = String(decoding: t.requests.last?.body ?? [], as: UTF8.self)
         #expect(body.contains("redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fdeviceauth%2Fcallback"))
         #expect(body.contains("code_verifier=ver_1"))
         #expect(body.contains("code=ac_1"))
+    }
+
+    /// At 80 columns (and narrower) every line of the prompt fits and breaks at spaces.
+    @Test(arguments: [80, 60, 40])
+    func promptFitsTheWidth(_ width: Int) throws {
+        let (c, _) = try client([usercode, approved, .json(200, goodTokens)])
+        let console = RecordingConsole(tty: false)
+        var flow = DeviceCodeFlow(client: c, console: console, interrupt: nil, profile: .default)
+        flow.width = width
+        _ = try flow.run()
+        #expect(console.lines.count <= (width >= 80 ? 11 : 16), "\(console.lines.count) lines")
+        for line in console.lines where !line.hasPrefix("    ") { // the URL and code lines are verbatim
+            #expect(line.count <= width, "\(line.count) columns: \(line)")
+            #expect(!line.hasPrefix("chatgpt-credential:"))
+        }
+        let words = console.lines.filter { !$0.hasPrefix("    ") }.joined(separator: " ").split(separator: " ")
+        #expect(words.contains("one-time") && words.contains("approval"), "no word cut: \(words)")
     }
 
     @Test func slowDownAddsToTheInterval() throws {

@@ -21,6 +21,7 @@ public protocol Console: AnyObject {
     var stderrIsTerminal: Bool { get }
     var stdoutIsTerminal: Bool { get }
     var terminalColumns: Int? { get }
+    var errorColumns: Int? { get }
 }
 
 extension Console {
@@ -30,6 +31,10 @@ extension Console {
     public var terminalColumns: Int? { nil }
     /// The width to wrap text for stdout at: the terminal's, else 80.
     public var outputWidth: Int { stdoutIsTerminal ? (terminalColumns ?? 80) : 80 }
+    /// The width of the terminal on stderr, when it is one and says.
+    public var errorColumns: Int? { nil }
+    /// The width to wrap messages for stderr at (prompts of the sign-in): the terminal's, else 80.
+    public var errorWidth: Int { stderrIsTerminal ? (errorColumns ?? 80) : 80 }
 }
 
 /// How a run ends: an exit status, or (for `exec`) replacing this process with another.

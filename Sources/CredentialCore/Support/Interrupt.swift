@@ -59,7 +59,7 @@ public final class InterruptWatch {
         close(writeFD)
     }
 
-    public static let cancelled = CredentialError.failure("sign-in cancelled (Ctrl-C); nothing was stored")
+    public static let cancelled = CredentialError.interrupted("sign-in cancelled (Ctrl-C); nothing was stored")
 }
 
 private func interruptHandler(_ signo: Int32) {
