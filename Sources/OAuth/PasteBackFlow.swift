@@ -63,7 +63,7 @@ public struct PasteBackFlow {
             throw CredentialError.loginFailed("the pasted address belongs to a different sign-in (its state does not match); nothing was stored; run '\(profile.command("login --no-browser"))' again and paste the address from that sign-in")
         }
         if let problem = callback.refusal { throw problem }
-        guard let code = callback.code else { throw Self.garbage }
+        guard let code = callback.codeToken else { throw Self.garbage }
         return try client.exchangeCode(code: code, verifier: pkce.verifier, redirectURI: redirectURI)
     }
 
