@@ -71,8 +71,12 @@ deps:
 	  echo "  $(APT_PACKAGES)"; fi; \
 	$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends $(APT_PACKAGES)
 
+# SwiftPM lets a module import any module already built unless asked: with this, a module that
+# imports one its Package.swift target does not list fails the build (ARCHITECTURE.md "Modules").
+IMPORT_CHECK := --explicit-target-dependency-import-check error
+
 build:
-	$(SWIFT) build
+	$(SWIFT) build --build-tests $(IMPORT_CHECK)
 
 release:
 	@mkdir -p $(STATIC_LIB_DIR)/pkgconfig; a=$$($(CC) -print-file-name=libstdc++.a); \
@@ -82,7 +86,7 @@ release:
 	  printf 'libdir=%s\nName: libsodium\nDescription: libsodium, the static archive (see Makefile)\nVersion: %s\nLibs: -L$${libdir} -lsodium\nCflags: %s\n' \
 	    "$(STATIC_LIB_DIR)" "$$(pkg-config --modversion libsodium)" "$$(pkg-config --cflags libsodium)" > $(STATIC_LIB_DIR)/pkgconfig/libsodium.pc; \
 	else rm -f $(STATIC_LIB_DIR)/libsodium.a $(STATIC_LIB_DIR)/pkgconfig/libsodium.pc; fi
-	$(SWIFT) build $(RELEASE_FLAGS)
+	$(SWIFT) build $(RELEASE_FLAGS) $(IMPORT_CHECK)
 
 run: release
 	@$(RELEASE_BIN) $(ARGS)
@@ -90,10 +94,10 @@ run: release
 # The one test command (README and CI): unit and end-to-end tests against a real gnome-keyring,
 # the real age and git binaries and the loopback test issuer.
 test:
-	scripts/with-keyring $(SWIFT) test
+	scripts/with-keyring $(SWIFT) test $(IMPORT_CHECK)
 
 test-unit:
-	$(SWIFT) test --skip EndToEndTests
+	$(SWIFT) test --skip EndToEndTests $(IMPORT_CHECK)
 
 lint-man:
 	mandoc -Tlint -Wwarning man/chatgpt-credential.1

@@ -280,6 +280,11 @@ int ccurl_perform(const ccurl_request *req, ccurl_response *resp) {
     free(s.retry_after);
     free(s.content_type);
     free(s.location);
+    /* curl_slist_append strdup()s each line: the copy of the Authorization line is zeroed before
+     * libcurl frees it (libcurl's own request buffer, built from it, is libcurl's to manage). */
+    for (struct curl_slist *line = headers; line; line = line->next) {
+        if (line->data) explicit_bzero(line->data, strlen(line->data));
+    }
     dl_curl_slist_free_all(headers);
     dl_curl_easy_cleanup(h);
     return resp->error_kind;

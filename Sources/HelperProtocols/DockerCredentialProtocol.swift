@@ -129,7 +129,7 @@ public struct DockerStoreRequest: Equatable, Sendable {
             throw CredentialError.badInput("docker credential input is larger than \(DockerCredentialProtocol.maxInputBytes) bytes")
         }
         let value: JSONValue
-        do { value = try JSON.parse(input, maxBytes: DockerCredentialProtocol.maxInputBytes, secretKeys: ["Secret"]) } catch let e as JSONError {
+        do { value = try JSON.parse(input, maxBytes: DockerCredentialProtocol.maxInputBytes) } catch let e as JSONError {
             throw CredentialError.badInput("docker store input is not JSON (\(e.reason) at byte \(e.offset))")
         }
         guard value.isObject else { throw CredentialError.badInput("docker store input is not a JSON object") }

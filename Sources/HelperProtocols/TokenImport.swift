@@ -37,7 +37,7 @@ public enum TokenImport {
         }
         let value: JSONValue
         do {
-            value = try JSON.parse(sharing: SecretToken.Buffer(input), maxBytes: maxBytes, secretKeys: TokenDocument.secretKeys)
+            value = try JSON.parse(sharing: SecretToken.Buffer(input), maxBytes: maxBytes)
         } catch let e as JSONError {
             throw bad("the input is not JSON (\(e.reason) at byte \(e.offset))")
         }

@@ -120,7 +120,7 @@ public struct BrowserFlow {
                 outcome = .failure(problem)
                 return (R(status: 200, html: LoopbackListener.page("Sign-in failed", problem.message + " You can close this tab.")), .stop)
             }
-            guard let code = callback.code else {
+            guard let code = callback.codeToken else {
                 return (R(status: 400, html: LoopbackListener.page("Bad request", "The answer carries no authorization code.")), .keepServing)
             }
             do {
@@ -188,6 +188,13 @@ struct CallbackParameters {
         code = value("code").flatMap { Sanitize.isTokenSafe($0) && $0.utf8.count <= 2048 ? $0 : nil }
         error = value("error").flatMap { $0.isEmpty ? nil : $0 }
         errorDescription = value("error_description")
+    }
+
+    /// EDGE: the code as a token for the exchange. The listener and the paste-back parser read
+    /// the callback address as text, so the code has already been a String (not wiped) by now.
+    var codeToken: SecretToken? {
+        guard var text = code else { return nil }
+        return text.withUTF8 { SecretToken(copying: UnsafeRawBufferPointer($0)) }
     }
 
     /// The issuer's refusal (`error=`), as the one line the person sees.

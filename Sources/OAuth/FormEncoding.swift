@@ -9,31 +9,48 @@ public enum FormEncoding {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// The same text straight into `SecretBytes`, for a body that carries a code and verifier.
-    public static func encodeSecret(_ pairs: [(String, String)]) -> SecretBytes {
-        var out = SecretBytes(capacity: 512)
+    /// A value of a body that carries secrets: ordinary text, or a token written from its guarded
+    /// bytes (the authorization code, the PKCE verifier).
+    public enum Value {
+        case text(String)
+        case secret(SecretToken)
+    }
+
+    /// The same encoding straight into `SecretBytes` of exactly its size (counted first, so no
+    /// region is grown and dropped): a token's bytes go from its buffer into the body, never
+    /// through a String or an array.
+    public static func encodeSecret(_ pairs: [(String, Value)]) -> SecretBytes {
+        var size = 0
+        write(pairs) { _ in size += 1 }
+        var out = SecretBytes(capacity: size)
         write(pairs) { out.append($0) }
         return out
     }
 
     private static func write(_ pairs: [(String, String)], _ emit: (UInt8) -> Void) {
-        let hex = Array("0123456789ABCDEF".utf8)
-        func escape(_ s: String) {
-            for b in s.utf8 {
-                switch b {
-                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                     UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                    emit(b)
-                default:
-                    emit(UInt8(ascii: "%")); emit(hex[Int(b >> 4)]); emit(hex[Int(b & 15)])
-                }
+        write(pairs.map { ($0.0, Value.text($0.1)) }, emit)
+    }
+
+    private static func write(_ pairs: [(String, Value)], _ emit: (UInt8) -> Void) {
+        let hex: StaticString = "0123456789ABCDEF"
+        func escape(_ b: UInt8) {
+            switch b {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                emit(b)
+            default:
+                emit(UInt8(ascii: "%"))
+                hex.withUTF8Buffer { h in emit(h[Int(b >> 4)]); emit(h[Int(b & 15)]) }
             }
         }
         for (n, (name, value)) in pairs.enumerated() {
             if n > 0 { emit(UInt8(ascii: "&")) }
-            escape(name)
+            for b in name.utf8 { escape(b) }
             emit(UInt8(ascii: "="))
-            escape(value)
+            switch value {
+            case .text(let s): for b in s.utf8 { escape(b) }
+            case .secret(let t): t.withUnsafeBytes { for b in $0 { escape(b) } }
+            }
         }
     }
 

@@ -73,7 +73,8 @@ public enum DevicePoll: Equatable, Sendable {
     /// The issuer asks for slower polling (429 or `slow_down`): add to the interval.
     case slowDown
     /// Approved: exchange `authorizationCode` with `codeVerifier` at ISSUER/deviceauth/callback.
-    case approved(authorizationCode: String, codeVerifier: String)
+    /// Both are tokens (`JSON.secretKeys`): guarded bytes from the answer, never Strings.
+    case approved(authorizationCode: SecretToken, codeVerifier: SecretToken)
     /// The device code expired: start over.
     case expired
     /// The person (or the workspace) refused the sign-in.

@@ -49,23 +49,24 @@ public struct IssuerClient {
 
     /// Exchanges an authorization code (browser or device flow) for tokens.
     /// Throws `.loginFailed` when the issuer refuses, `.temporary` when it cannot be reached.
-    public func exchangeCode(code: String, verifier: String, redirectURI: String) throws -> TokenGrant {
+    /// The code and verifier are tokens: the form body is built from their guarded bytes.
+    public func exchangeCode(code: SecretToken, verifier: SecretToken, redirectURI: String) throws -> TokenGrant {
         let body = FormEncoding.encodeSecret([
-            ("grant_type", "authorization_code"),
-            ("code", code),
-            ("redirect_uri", redirectURI),
-            ("client_id", OAuthConstants.clientID),
-            ("code_verifier", verifier),
+            ("grant_type", .text("authorization_code")),
+            ("code", .secret(code)),
+            ("redirect_uri", .text(redirectURI)),
+            ("client_id", .text(OAuthConstants.clientID)),
+            ("code_verifier", .secret(verifier)),
         ])
-        let response = try send("POST", OAuthConstants.tokenPath, body: body,
-                                contentType: "application/x-www-form-urlencoded", policy: retry)
-        guard (200...299).contains(response.status) else {
-            if RetryPolicy.isRetryable(status: response.status) { throw CredentialError.temporary(statusProblem(response)) }
-            var why = "the issuer refused the sign-in code (\(describe(response)))"
-            if response.status == 403 { why += "; the redirect URI may not be registered" }
+        let answer = try send("POST", OAuthConstants.tokenPath, body: body,
+                              contentType: "application/x-www-form-urlencoded", policy: retry)
+        guard (200...299).contains(answer.status) else {
+            if RetryPolicy.isRetryable(status: answer.status) { throw CredentialError.temporary(statusProblem(answer)) }
+            var why = "the issuer refused the sign-in code (\(describe(answer, redacting: [code, verifier])))"
+            if answer.status == 403 { why += "; the redirect URI may not be registered" }
             throw CredentialError.loginFailed(why)
         }
-        let json = try requireTokens(response, failure: { CredentialError.loginFailed($0) })
+        let json = try requireJSON(answer, failure: { CredentialError.loginFailed($0) })
         guard let access = json["access_token"]?.secretValue, let refresh = json["refresh_token"]?.secretValue else {
             throw CredentialError.loginFailed("the issuer's answer lacks an access or refresh token")
         }
@@ -81,14 +82,14 @@ public struct IssuerClient {
     /// Starts a device-code sign-in for `profile`. Throws `.loginFailed(deviceNotEnabledMessage)` on 404.
     public func requestDeviceCode(for profile: Profile) throws -> DeviceCode {
         let body = JSON.serializeSecret(.object([("client_id", .string(OAuthConstants.clientID))]))
-        let response = try send("POST", OAuthConstants.deviceUserCodePath, body: body,
-                                contentType: "application/json", policy: retry)
-        if response.status == 404 { throw CredentialError.loginFailed(Self.deviceNotEnabledMessage(profile)) }
-        guard (200...299).contains(response.status) else {
-            if RetryPolicy.isRetryable(status: response.status) { throw CredentialError.temporary(statusProblem(response)) }
-            throw CredentialError.loginFailed("the issuer refused to start a device sign-in (\(describe(response)))")
+        let answer = try send("POST", OAuthConstants.deviceUserCodePath, body: body,
+                              contentType: "application/json", policy: retry)
+        if answer.status == 404 { throw CredentialError.loginFailed(Self.deviceNotEnabledMessage(profile)) }
+        guard (200...299).contains(answer.status) else {
+            if RetryPolicy.isRetryable(status: answer.status) { throw CredentialError.temporary(statusProblem(answer)) }
+            throw CredentialError.loginFailed("the issuer refused to start a device sign-in (\(describe(answer)))")
         }
-        let json = try requireJSON(response, failure: { CredentialError.loginFailed($0) })
+        let json = try requireJSON(answer, failure: { CredentialError.loginFailed($0) })
         guard let id = json["device_auth_id"]?.stringValue,
               let code = json["user_code"]?.stringValue ?? json["usercode"]?.stringValue else {
             throw CredentialError.loginFailed("the issuer's device-code answer lacks device_auth_id or user_code")
@@ -110,16 +111,14 @@ public struct IssuerClient {
             ("device_auth_id", .string(device.deviceAuthId)),
             ("user_code", .string(device.userCode)),
         ]))
-        let response = try send("POST", OAuthConstants.deviceTokenPath, body: body,
-                                contentType: "application/json", policy: .none)
-        let json = try? parseJSON(response).get()
+        let answer = try send("POST", OAuthConstants.deviceTokenPath, body: body,
+                              contentType: "application/json", policy: .none)
+        let json = try? answer.json.get()
         let code = json.flatMap { Self.errorCode($0) }
-        switch response.status {
+        switch answer.status {
         case 200...299:
-            guard let json else {
-                throw CredentialError.loginFailed(parseProblem(response))
-            }
-            guard let auth = json["authorization_code"]?.stringValue, let verifier = json["code_verifier"]?.stringValue else {
+            let json = try requireJSON(answer, failure: { CredentialError.loginFailed($0) })
+            guard let auth = json["authorization_code"]?.secretValue, let verifier = json["code_verifier"]?.secretValue else {
                 throw CredentialError.loginFailed("the issuer's device answer lacks authorization_code or code_verifier")
             }
             guard Sanitize.isTokenSafe(auth), Sanitize.isTokenSafe(verifier) else {
@@ -139,9 +138,9 @@ public struct IssuerClient {
                 default: break
                 }
             }
-            if response.status == 403 || response.status == 404 { return .pending }
-            if RetryPolicy.isRetryable(status: response.status) { throw CredentialError.temporary(statusProblem(response)) }
-            throw CredentialError.loginFailed("the issuer refused the device sign-in (\(describe(response)))")
+            if answer.status == 403 || answer.status == 404 { return .pending }
+            if RetryPolicy.isRetryable(status: answer.status) { throw CredentialError.temporary(statusProblem(answer)) }
+            throw CredentialError.loginFailed("the issuer refused the device sign-in (\(describe(answer)))")
         }
     }
 
@@ -155,10 +154,10 @@ public struct IssuerClient {
             ("grant_type", .string("refresh_token")),
             ("refresh_token", .secret(refreshToken)),
         ]))
-        let response: HTTPResponse
+        let answer: IssuerAnswer
         do {
-            response = try send("POST", OAuthConstants.tokenPath, body: body, contentType: "application/json",
-                                policy: retry, isFinal: { permanentRefreshError($0) != nil })
+            answer = try send("POST", OAuthConstants.tokenPath, body: body, contentType: "application/json",
+                              policy: retry, isFinal: { Self.permanentRefreshError($0) != nil })
         } catch CredentialError.temporary(let why) {
             // The caller words it ("…; try again later") once.
             return .unavailable(reason: Self.redact(Sanitize.line(why), [refreshToken]))
@@ -171,10 +170,10 @@ public struct IssuerClient {
             return .unavailable(reason: "the request to the issuer failed")
         }
         // A permanent error code wins whatever the status (a reuse has been seen as 400 and 401).
-        if let code = permanentRefreshError(response) { return .rejected(code: code) }
-        if (200...299).contains(response.status) {
+        if let code = Self.permanentRefreshError(answer) { return .rejected(code: code) }
+        if (200...299).contains(answer.status) {
             let json: JSONValue
-            switch parseTokens(response) {
+            switch answer.json {
             case .success(let j): json = j
             case .failure(let e): return .unavailable(reason: e.reason)
             }
@@ -191,12 +190,12 @@ public struct IssuerClient {
             }
             return .rotated(RefreshedTokens(accessToken: access, refreshToken: refresh, idToken: id, expiresIn: Self.expiresIn(json)))
         }
-        if response.status == 401 { return .rejected(code: "unauthorized") }
-        if RetryPolicy.isRetryable(status: response.status) {
-            return .unavailable(reason: statusProblem(response), retryAfter: RetryPolicy.retryAfterSeconds(response.header("retry-after")))
+        if answer.status == 401 { return .rejected(code: "unauthorized") }
+        if RetryPolicy.isRetryable(status: answer.status) {
+            return .unavailable(reason: statusProblem(answer), retryAfter: RetryPolicy.retryAfterSeconds(answer.header("retry-after")))
         }
         // An issuer that echoes the request back must not get the refresh token into a message.
-        return .unavailable(reason: "the issuer refused the refresh (\(describe(response, redacting: [refreshToken])))")
+        return .unavailable(reason: "the issuer refused the refresh (\(describe(answer, redacting: [refreshToken])))")
     }
 
     /// Revokes a refresh token; best effort, one attempt, `revokeTimeout` seconds at most.
@@ -224,69 +223,32 @@ public struct IssuerClient {
         return n.map(Int64.init)
     }
 
-    /// `refresh_token_expired`/`_reused`/`_invalidated` when the body carries one.
-    private func permanentRefreshError(_ response: borrowing HTTPResponse) -> String? {
-        guard let json = try? parseJSON(response).get(), let code = Self.errorCode(json),
+    /// `refresh_token_expired`/`_reused`/`_invalidated` when the answer carries one (read from
+    /// the answer's one parse).
+    private static func permanentRefreshError(_ answer: borrowing IssuerAnswer) -> String? {
+        guard let json = try? answer.json.get(), let code = errorCode(json),
               OAuthConstants.permanentRefreshErrors.contains(code) else { return nil }
         return code
     }
 
     private func send(_ method: String, _ path: String, body: consuming SecretBytes, contentType: String, policy: RetryPolicy,
-                      isFinal: (borrowing HTTPResponse) -> Bool = { _ in false },
-                      connectTimeout: Double? = nil, totalTimeout: Double? = nil) throws -> HTTPResponse {
+                      isFinal: (borrowing IssuerAnswer) -> Bool = { _ in false },
+                      connectTimeout: Double? = nil, totalTimeout: Double? = nil) throws -> IssuerAnswer {
         // One request for every attempt: the body is never copied, only the timeouts change.
         var request = HTTPRequest(
             method: method, url: config.url(path),
             headers: [HTTPHeader("Content-Type", contentType), HTTPHeader("Accept", "application/json")],
             body: body, connectTimeout: connectTimeout ?? self.connectTimeout, totalTimeout: totalTimeout ?? self.totalTimeout,
             maxResponseBytes: maxResponseBytes, bypassProxy: config.isLoopback)
-        return try transport.send(&request, retrying: policy, isFinal: isFinal, failure: "the request to the issuer failed")
+        let limit = maxResponseBytes
+        return try transport.send(&request, retrying: policy, reading: { IssuerAnswer($0, maxBytes: limit) },
+                                  isFinal: isFinal, failure: "the request to the issuer failed")
     }
 
     struct BodyProblem: Error { let reason: String }
 
-    /// The body as JSON, or why not: too large, HTML, not JSON.
-    func parseJSON(_ response: borrowing HTTPResponse) -> Result<JSONValue, BodyProblem> {
-        if response.body.count > maxResponseBytes {
-            return .failure(BodyProblem(reason: "the issuer's answer is larger than \(maxResponseBytes) bytes (HTTP \(response.status))"))
-        }
-        if response.looksLikeHTML {
-            return .failure(BodyProblem(reason: "the issuer answered with an HTML page instead of JSON (HTTP \(response.status)); a proxy or captive portal may be in the way"))
-        }
-        guard let json = try? JSON.parse(response.body, maxBytes: maxResponseBytes), json.isObject else {
-            return .failure(BodyProblem(reason: "the issuer's answer is not a JSON object (HTTP \(response.status))"))
-        }
-        return .success(json)
-    }
-
-    private func parseProblem(_ response: borrowing HTTPResponse) -> String {
-        if case .failure(let p) = parseJSON(response) { return p.reason }
-        return "the issuer's answer was not JSON (HTTP \(response.status))"
-    }
-
-    private func requireJSON(_ response: borrowing HTTPResponse, failure: (String) -> CredentialError) throws -> JSONValue {
-        switch parseJSON(response) {
-        case .success(let j): return j
-        case .failure(let p): throw failure(p.reason)
-        }
-    }
-
-    /// An answer that carries tokens, as JSON whose token members (`TokenDocument.secretKeys`)
-    /// are `.secret`: ranges of the body itself, which becomes their buffer (no copy), so the
-    /// tokens never become Strings. Refused as `parseJSON` refuses.
-    func parseTokens(_ response: consuming HTTPResponse) -> Result<JSONValue, BodyProblem> {
-        if case .failure(let p) = parseJSON(response) { return .failure(p) }
-        let status = response.status
-        let buffer = SecretToken.Buffer(response.body)
-        guard let json = try? JSON.parse(sharing: buffer, maxBytes: maxResponseBytes, secretKeys: TokenDocument.secretKeys),
-              json.isObject else {
-            return .failure(BodyProblem(reason: "the issuer's answer is not a JSON object (HTTP \(status))"))
-        }
-        return .success(json)
-    }
-
-    private func requireTokens(_ response: consuming HTTPResponse, failure: (String) -> CredentialError) throws -> JSONValue {
-        switch parseTokens(response) {
+    private func requireJSON(_ answer: borrowing IssuerAnswer, failure: (String) -> CredentialError) throws -> JSONValue {
+        switch answer.json {
         case .success(let j): return j
         case .failure(let p): throw failure(p.reason)
         }
@@ -321,18 +283,46 @@ public struct IssuerClient {
         return out
     }
 
-    private func statusProblem(_ response: borrowing HTTPResponse) -> String {
-        response.status == 429 ? "the issuer is rate limiting requests (HTTP 429)"
-            : "the issuer is unavailable (HTTP \(response.status))"
+    private func statusProblem(_ answer: borrowing IssuerAnswer) -> String {
+        answer.status == 429 ? "the issuer is rate limiting requests (HTTP 429)"
+            : "the issuer is unavailable (HTTP \(answer.status))"
     }
 
     /// "HTTP 400: code: message", vendor text sanitized.
-    private func describe(_ response: borrowing HTTPResponse, redacting secrets: [SecretToken] = []) -> String {
-        var s = "HTTP \(response.status)"
-        if let json = try? parseJSON(response).get() {
+    private func describe(_ answer: borrowing IssuerAnswer, redacting secrets: [SecretToken] = []) -> String {
+        var s = "HTTP \(answer.status)"
+        if let json = try? answer.json.get() {
             if let c = Self.errorCode(json, redacting: secrets) { s += ": " + c }
             if let m = Self.errorMessage(json, redacting: secrets) { s += ": " + m }
         }
         return s
     }
+}
+
+/// One issuer answer, read once: its status, the headers the client uses, and its body parsed
+/// ONCE — or why it is not a JSON object (too large, HTML, not JSON). The body becomes the
+/// buffer of the answer's tokens: every `JSON.secretKeys` member is a range of it (no copy, no
+/// String), and the retry loop's "is this final?", the permanent-error check and the tokens all
+/// read this one parse. The buffer is wiped when the last token cut from it goes (at once when
+/// nothing was).
+struct IssuerAnswer: RetryableAnswer {
+    let status: Int
+    let headers: [String: String]
+    let json: Result<JSONValue, IssuerClient.BodyProblem>
+
+    init(_ response: consuming HTTPResponse, maxBytes: Int) {
+        status = response.status
+        headers = response.headers
+        if response.body.count > maxBytes {
+            json = .failure(.init(reason: "the issuer's answer is larger than \(maxBytes) bytes (HTTP \(status))"))
+        } else if response.looksLikeHTML {
+            json = .failure(.init(reason: "the issuer answered with an HTML page instead of JSON (HTTP \(status)); a proxy or captive portal may be in the way"))
+        } else if let v = try? JSON.parse(sharing: SecretToken.Buffer(response.body), maxBytes: maxBytes), v.isObject {
+            json = .success(v)
+        } else {
+            json = .failure(.init(reason: "the issuer's answer is not a JSON object (HTTP \(status))"))
+        }
+    }
+
+    func header(_ name: String) -> String? { headers[name.lowercased()] }
 }

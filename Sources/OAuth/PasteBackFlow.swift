@@ -82,7 +82,7 @@ public struct PasteBackFlow {
                 continue
             }
             if let problem = callback.refusal { throw problem }
-            guard let code = callback.code else { throw Self.garbage }
+            guard let code = callback.codeToken else { throw Self.garbage }
             return try client.exchangeCode(code: code, verifier: pkce.verifier, redirectURI: redirectURI)
         }
     }

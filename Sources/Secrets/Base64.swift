@@ -38,6 +38,21 @@ public enum Base64 {
         return text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 
+    /// The same text, written into guarded memory of exactly its size (no String, no array): for
+    /// an encoding that is itself a secret (the PKCE verifier).
+    public static func encodeSecret(_ bytes: UnsafeRawBufferPointer, alphabet: Alphabet, padded: Bool) -> SecretBytes {
+        let v = variant(alphabet, padded: padded)
+        let length = sodium_base64_encoded_len(bytes.count, v) // includes the terminating NUL
+        var text = SecretBytes(capacity: length)
+        text.append(upTo: length) { out in
+            _ = sodium_bin2base64(out.baseAddress!.assumingMemoryBound(to: CChar.self), length,
+                                  bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, v)
+            return length
+        }
+        text.truncate(to: length - 1) // the NUL, wiped
+        return text
+    }
+
     /// The decoded bytes, or nil when `text` is not exactly base64 of `alphabet` with `padding`.
     public static func decode(_ text: some StringProtocol, alphabet: Alphabet, padding: Padding) -> [UInt8]? {
         let chars = Array(text.utf8)

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import AccessCache
 @testable import CredentialCore
+import TestSupport
 
 /// The parts of the cache that need no kernel: the payload format, the settings, the descriptions.
 @Suite struct CachePayloadTests {

@@ -3,6 +3,7 @@ import Testing
 @testable import AccessCache
 @testable import CredentialCore
 import CSeccompTestSupport
+import TestSupport
 
 /// The access cache against the real kernel keyring, read back from outside the process with
 /// `keyctl` (keyutils). Every test uses identities of its own and removes the keys it made.

@@ -4,6 +4,7 @@ import Secrets
 @testable import AccessCache
 @testable import CredentialCore
 import CSeccompTestSupport
+import TestSupport
 
 /// What the keyring tests share: the `keyctl` tool (keyutils) to look at keys from outside the
 /// process, identities no other test run can collide with (engineers and CI run the suite at the

@@ -1,6 +1,7 @@
 import Testing
 @testable import CLI
 @testable import CredentialCore
+import TestSupport
 
 @Suite struct GetFormatterTests {
     let doc = TokenDocument(accessToken: "tok.en-1", refreshToken: "secret-refresh", idToken: "id.tok", accountId: "acc-9",

@@ -4,6 +4,7 @@ import Testing
 @testable import HelperProtocols
 @testable import CredentialCore
 import Secrets
+import TestSupport
 
 /// Every message that tells the person to sign in (or erase) names the profile when it is not
 /// the default one: the command it gives must work as typed.

@@ -1,6 +1,7 @@
 import Testing
 @testable import CredentialCore
 @testable import Secrets
+import TestSupport
 
 @Suite struct SecretTokenTests {
     func bytes(_ t: SecretToken) -> [UInt8] { t.withUnsafeBytes { Array($0) } }
@@ -58,44 +59,51 @@ import Testing
 }
 
 @Suite struct SecretJSONTests {
-    let keys: Set<String> = ["t"]
-
-    @Test func secretMembersBecomeSecretsAtAnyDepthAndOthersStayStrings() throws {
-        let v = try JSON.parse(SecretBytes(copying: #"{"t":"x","s":"y","o":{"t":"z","n":1},"a":[{"t":"w"}],"u":{"t":2}}"#.utf8), secretKeys: keys)
-        #expect(v["t"] == .secret("x") && v["s"] == .string("y"))
-        #expect(v["o"]?["t"] == .secret("z"))
-        #expect(v["u"]?["t"] == .number(2)) // only string values are secrets
-        guard case .array(let items)? = v["a"] else { Issue.record("no array"); return }
-        #expect(items.first?["t"] == .secret("w"))
-        #expect(v["t"]?.stringValue == nil && v["s"]?.secretValue == nil)
+    /// Secrecy is the parser's default: every parse, whatever it reads from, makes the token
+    /// members (`JSON.secretKeys`) secrets, at any depth, and leaves every other string a String.
+    @Test func secretMembersBecomeSecretsAtAnyDepthInEveryParseAndOthersStayStrings() throws {
+        let text = #"{"access_token":"x","s":"y","o":{"refresh_token":"z","n":1},"a":[{"id_token":"w"}],"u":{"code_verifier":2},"authorization_code":"c","Secret":"d","OPENAI_API_KEY":"k"}"#
+        for v in [try JSON.parse(SecretBytes(copying: text.utf8)), try JSON.parse(text),
+                  try JSON.parse(sharing: SecretToken.Buffer(SecretBytes(copying: text.utf8)))] {
+            #expect(v["access_token"] == .secret("x") && v["s"] == .string("y"))
+            #expect(v["o"]?["refresh_token"] == .secret("z"))
+            #expect(v["u"]?["code_verifier"] == .number(2)) // only string values are secrets
+            guard case .array(let items)? = v["a"] else { Issue.record("no array"); return }
+            #expect(items.first?["id_token"] == .secret("w"))
+            #expect(v["authorization_code"] == .secret("c") && v["Secret"] == .secret("d") && v["OPENAI_API_KEY"] == .secret("k"))
+            #expect(v["access_token"]?.stringValue == nil && v["s"]?.secretValue == nil)
+        }
+        #expect(JSON.secretKeys == ["access_token", "refresh_token", "id_token", "authorization_code", "code_verifier", "Secret", "OPENAI_API_KEY"])
         #expect(JSONValue.secret("x") != .string("x"))
     }
 
     @Test func escapesAreDecodedAndBadStringsRefusedAsPlainOnesAre() throws {
-        let v = try JSON.parse(SecretBytes(copying: #"{"t":"a\"b\u00e9\ud83d\ude00\/"}"#.utf8), secretKeys: keys)
-        #expect(v["t"] == .secret(SecretToken(copying: "a\"bé😀/")))
-        for bad in [#"{"t":"a"#, "{\"t\":\"a\u{1}\"}", #"{"t":"\ud800"}"#, #"{"t":"\q"}"#] {
-            #expect(throws: JSONError.self) { try JSON.parse(SecretBytes(copying: bad.utf8), secretKeys: keys) }
+        let v = try JSON.parse(SecretBytes(copying: #"{"id_token":"a\"b\u00e9\ud83d\ude00\/"}"#.utf8))
+        #expect(v["id_token"] == .secret(SecretToken(copying: "a\"bé😀/")))
+        for bad in [#"{"id_token":"a"#, "{\"id_token\":\"a\u{1}\"}", #"{"id_token":"\ud800"}"#, #"{"id_token":"\q"}"#] {
+            #expect(throws: JSONError.self) { try JSON.parse(SecretBytes(copying: bad.utf8)) }
         }
-        let invalid: [UInt8] = Array(#"{"t":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8)
-        #expect(throws: JSONError(reason: "invalid UTF-8", offset: 9)) {
-            try JSON.parse(sharing: SecretToken.Buffer(SecretBytes(copying: invalid)), secretKeys: keys)
+        let invalid: [UInt8] = Array(#"{"id_token":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8)
+        #expect(throws: JSONError(reason: "invalid UTF-8", offset: 16)) {
+            try JSON.parse(sharing: SecretToken.Buffer(SecretBytes(copying: invalid)))
         }
-        #expect(throws: JSONError(reason: "invalid UTF-8", offset: 9)) { try JSON.parse(invalid) }
+        let plainInvalid: [UInt8] = Array(#"{"t":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8)
+        #expect(throws: JSONError(reason: "invalid UTF-8", offset: 9)) { try JSON.parse(plainInvalid) }
     }
 
     @Test func serializeSecretWritesWhatSerializeWouldAndCountsIt() throws {
-        let plain = try JSON.parse(#"{"t":"x\u0007y","n":[1,2.5,null,true],"s":"\u202e"}"#)
-        let secret = try JSON.parse(SecretBytes(copying: #"{"t":"x\u0007y","n":[1,2.5,null,true],"s":"\u202e"}"#.utf8), secretKeys: keys)
+        let source = #"{"id_token":"x\u0007y","n":[1,2.5,null,true],"s":"\u202e"}"#
+        let plain = try JSON.parse(source.replacing("id_token", with: "t"))
+        let secret = try JSON.parse(SecretBytes(copying: source.utf8))
         let text = JSON.serializeSecret(secret, suffix: "\n")
-        #expect(text.unsafeString() == JSON.serialize(plain) + "\n")
+        #expect(text.unsafeString() == JSON.serialize(plain).replacing(#""t""#, with: #""id_token""#) + "\n")
         #expect(text.count == JSON.serializedCount(secret) + 1 && text.capacity == text.count)
     }
 
     /// A token is never written into a String: that is a programming error, and it stops.
     @Test func serializingASecretIntoAStringStops() async {
         await #expect(processExitsWith: .failure) {
-            _ = JSON.serialize(.object([("t", .secret("x"))]))
+            _ = JSON.serialize(.object([("access_token", .secret("x"))]))
         }
     }
 

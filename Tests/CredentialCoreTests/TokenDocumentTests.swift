@@ -1,6 +1,7 @@
 import Testing
 @testable import CredentialCore
 @testable import Secrets
+import TestSupport
 
 @Suite struct TokenDocumentTests {
     private func parse(_ text: String) throws -> TokenDocument {

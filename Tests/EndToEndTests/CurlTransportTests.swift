@@ -5,6 +5,7 @@ import Testing
 @testable import OAuth
 @testable import CredentialCore
 import Secrets
+import TestSupport
 
 /// CurlTransport and IssuerClient against the real loopback test issuer (never anything else).
 @Suite struct CurlTransportTests {
@@ -223,7 +224,7 @@ import Secrets
         let location = try #require(locationHeader)
         #expect(location.hasPrefix(redirect + "?"))
         let query = try #require(FormEncoding.decode(String(location.split(separator: "?", maxSplits: 1)[1])))
-        let code = try #require(query.first { $0.0 == "code" }?.1)
+        let code = SecretToken(copying: try #require(query.first { $0.0 == "code" }?.1))
         #expect(query.first { $0.0 == "state" }?.1 == pkce.state)
 
         // A wrong verifier is refused (PKCE is checked), and the code is single-use.
@@ -238,7 +239,7 @@ import Secrets
         let loc2Header = r2.header("location") // HTTPResponse is noncopyable: #require takes the value
         let loc2 = try #require(loc2Header)
         let q2 = try #require(FormEncoding.decode(String(loc2.split(separator: "?")[1])))
-        let code2 = try #require(q2.first { $0.0 == "code" }?.1)
+        let code2 = SecretToken(copying: try #require(q2.first { $0.0 == "code" }?.1))
         let grant = try c.exchangeCode(code: code2, verifier: pkce.verifier, redirectURI: redirect)
         #expect(Sanitize.isTokenSafe(grant.accessToken) && grant.idToken != nil)
     }
@@ -253,7 +254,7 @@ import Secrets
         let locHeader = r.header("location") // HTTPResponse is noncopyable: #require takes the value
         let loc = try #require(locHeader)
         let q = try #require(FormEncoding.decode(String(loc.split(separator: "?")[1])))
-        let code = try #require(q.first { $0.0 == "code" }?.1)
+        let code = SecretToken(copying: try #require(q.first { $0.0 == "code" }?.1))
         #expect {
             try c.exchangeCode(code: code, verifier: pkce.verifier, redirectURI: redirect)
         } throws: { e in

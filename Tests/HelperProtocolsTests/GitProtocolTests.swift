@@ -2,6 +2,7 @@ import Testing
 @testable import HelperProtocols
 @testable import CredentialCore
 @testable import Secrets
+import TestSupport
 
 private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 

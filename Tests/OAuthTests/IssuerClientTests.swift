@@ -2,6 +2,7 @@ import Testing
 @testable import OAuth
 @testable import CredentialCore
 @testable import Secrets
+import TestSupport
 
 /// What a scripted transport saw of one request. HTTPRequest is noncopyable (its body lives once,
 /// in SecretBytes); a test double needs values it can keep in arrays and compare, so it records
@@ -20,6 +21,12 @@ struct RecordedRequest {
         method = r.method
         url = r.url
         headers = r.headers
+        // The secret header line ("Name: value\0", guarded memory) as an ordinary header: a test copy.
+        let secretLine = r.secretHeader.unsafeString()
+        if let colon = secretLine.firstIndex(of: ":") {
+            headers.append(HTTPHeader(String(secretLine[..<colon]),
+                                      String(secretLine[secretLine.index(colon, offsetBy: 2)...].dropLast())))
+        }
         body = r.body.unsafeArray()
         connectTimeout = r.connectTimeout
         totalTimeout = r.totalTimeout
@@ -169,11 +176,11 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
 
     @Test func randomShapes() {
         let a = PKCE(), b = PKCE()
-        #expect(a.verifier.utf8.count == 86) // 64 bytes, base64url, unpadded
+        #expect(a.verifier.count == 86) // 64 bytes, base64url, unpadded
         #expect(a.state.utf8.count == 43)    // 32 bytes
         #expect(a.verifier != b.verifier && a.state != b.state)
         #expect(a.challenge == PKCE.challenge(for: a.verifier))
-        #expect(Base64.decode(a.verifier, alphabet: .urlSafe, padding: .none)?.count == 64)
+        #expect(Base64.decode(a.verifier.unsafeString(), alphabet: .urlSafe, padding: .none)?.count == 64)
     }
 
     @Test func authorizeURL() throws {
@@ -199,7 +206,7 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
         #expect(r.header("content-type") == "application/json")
         #expect(t.bodies.first == .object([("client_id", .string(OAuthConstants.clientID)),
                                           ("grant_type", .string("refresh_token")),
-                                          ("refresh_token", .string("rt_old"))]))
+                                          ("refresh_token", .secret("rt_old"))]))
         #expect(r.connectTimeout == 10 && r.totalTimeout == 30 && r.maxResponseBytes == 256 * 1024)
         #expect(!r.bypassProxy)
     }

@@ -2,6 +2,7 @@ import Testing
 @testable import OAuth
 @testable import CredentialCore
 @testable import Secrets
+import TestSupport
 
 /// Records what the flows print; `tty` says whether stderr is a terminal.
 final class RecordingConsole: Console {

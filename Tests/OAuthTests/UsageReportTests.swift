@@ -2,6 +2,7 @@ import Testing
 @testable import OAuth
 @testable import CredentialCore
 @testable import Secrets
+import TestSupport
 
 /// The reader of the backend's usage answer: every field optional, unknown fields ignored, values
 /// of the wrong type or out of range unknown (nil), strings sanitised and bounded.

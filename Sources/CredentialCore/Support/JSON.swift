@@ -11,8 +11,8 @@ public enum JSONValue: Equatable, Sendable {
     /// Members in document order; duplicate keys are rejected by the parser.
     case object([(String, JSONValue)])
     /// A string that is a token: its bytes in guarded memory, never in a String. The parser
-    /// makes these for the members named in `secretKeys`; writing one into a String is refused
-    /// (`JSON.serializeSecret` writes it into `SecretBytes`).
+    /// makes these for the members named in `JSON.secretKeys`, always; writing one into a String
+    /// is refused (`JSON.serializeSecret` writes it into `SecretBytes`).
     case secret(SecretToken)
 
     public static func == (a: JSONValue, b: JSONValue) -> Bool {
@@ -68,6 +68,14 @@ extension String {
 public enum JSON {
     public static let maxDepth = 64
 
+    /// The members whose string values are secrets, at any depth, in EVERY parse: the issuer's
+    /// and Codex's tokens, the device sign-in's code and verifier, docker's `Secret`, Codex's API
+    /// key. Not a parameter: secrecy is the parser's default, so no caller can forget it. Such a
+    /// value becomes `.secret` (guarded memory), never a String.
+    public static let secretKeys: Set<String> = [
+        "access_token", "refresh_token", "id_token", "authorization_code", "code_verifier", "Secret", "OPENAI_API_KEY",
+    ]
+
     public static func parse(_ text: String, maxBytes: Int = 1 << 20) throws -> JSONValue {
         try parse(Array(text.utf8), maxBytes: maxBytes)
     }
@@ -77,28 +85,27 @@ public enum JSON {
         return try Array(bytes).withUnsafeBytes { try parse($0, maxBytes: maxBytes) }
     }
 
-    /// Parses a body or input that may carry tokens, read in place. The string values of members
-    /// named in `secretKeys` (at any depth) become `.secret`, each decoded into a guarded buffer
-    /// of its own; every other string is an ordinary String.
-    public static func parse(_ secret: borrowing SecretBytes, maxBytes: Int = 1 << 20, secretKeys: Set<String> = []) throws -> JSONValue {
-        try secret.withUnsafeBytes { try parse($0, maxBytes: maxBytes, secretKeys: secretKeys) }
+    /// Parses a body or input that may carry tokens, read in place. The string values of the
+    /// `secretKeys` members become `.secret`, each decoded into a guarded buffer of its own; every
+    /// other string is an ordinary String.
+    public static func parse(_ secret: borrowing SecretBytes, maxBytes: Int = 1 << 20) throws -> JSONValue {
+        try secret.withUnsafeBytes { try parse($0, maxBytes: maxBytes) }
     }
 
-    /// As `parse(_:maxBytes:secretKeys:)`, but a secret string without escapes becomes a range
-    /// of `buffer` itself (no copy, no new mapping): for a stored document or an issuer's answer,
-    /// whose bytes then live as long as a token cut from them.
-    package static func parse(sharing buffer: SecretToken.Buffer, maxBytes: Int = 1 << 20, secretKeys: Set<String>) throws -> JSONValue {
-        try buffer.bytes.withUnsafeBytes { try parse($0, maxBytes: maxBytes, secretKeys: secretKeys, sharing: buffer) }
+    /// As `parse(_:maxBytes:)`, but a secret string without escapes becomes a range of `buffer`
+    /// itself (no copy, no new mapping): for a stored document or an issuer's answer, whose bytes
+    /// then live as long as a token cut from them.
+    package static func parse(sharing buffer: SecretToken.Buffer, maxBytes: Int = 1 << 20) throws -> JSONValue {
+        try buffer.bytes.withUnsafeBytes { try parse($0, maxBytes: maxBytes, sharing: buffer) }
     }
 
-    public static func parse(_ bytes: UnsafeRawBufferPointer, maxBytes: Int = 1 << 20, secretKeys: Set<String> = []) throws -> JSONValue {
-        try parse(bytes, maxBytes: maxBytes, secretKeys: secretKeys, sharing: nil)
+    public static func parse(_ bytes: UnsafeRawBufferPointer, maxBytes: Int = 1 << 20) throws -> JSONValue {
+        try parse(bytes, maxBytes: maxBytes, sharing: nil)
     }
 
-    private static func parse(_ bytes: UnsafeRawBufferPointer, maxBytes: Int, secretKeys: Set<String>,
-                              sharing shared: SecretToken.Buffer?) throws -> JSONValue {
+    private static func parse(_ bytes: UnsafeRawBufferPointer, maxBytes: Int, sharing shared: SecretToken.Buffer?) throws -> JSONValue {
         if bytes.count > maxBytes { throw JSONError(reason: "document larger than \(maxBytes) bytes", offset: 0) }
-        var p = Parser(bytes: bytes, secretKeys: secretKeys, shared: shared)
+        var p = Parser(bytes: bytes, shared: shared)
         p.skipSpace()
         let v = try p.value(depth: 0)
         p.skipSpace()
@@ -108,7 +115,6 @@ public enum JSON {
 
     private struct Parser {
         let bytes: UnsafeRawBufferPointer
-        let secretKeys: Set<String>
         /// The buffer `bytes` lies in, when secret strings may be ranges of it.
         let shared: SecretToken.Buffer?
         var i = 0
@@ -155,7 +161,7 @@ public enum JSON {
                 guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
                 i += 1
                 skipSpace()
-                if !secretKeys.isEmpty, i < bytes.count, bytes[i] == UInt8(ascii: "\""), secretKeys.contains(key) {
+                if i < bytes.count, bytes[i] == UInt8(ascii: "\""), JSON.secretKeys.contains(key) {
                     members.append((key, .secret(try secretString())))
                 } else {
                     members.append((key, try value(depth: depth + 1)))

@@ -23,7 +23,10 @@ import Glibc
 ///
 /// `==` compares in constant time (`sodium_memcmp`; only the lengths may differ in time).
 /// Getting the bytes out as a String is an edge, named and few: `unsafeString()` (grep for it).
-public struct SecretToken: Equatable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible, CustomDebugStringConvertible {
+/// There is no way in from a String in shipped code (no string literal, no `init(copying:)` of
+/// text): a token comes from parsed bytes, a payload or guarded memory. Tests and fuzz targets
+/// get those conveniences from `TestSupport` and `FuzzSupport`.
+public struct SecretToken: Equatable, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// The one guarded buffer a token's bytes live in, shared by reference: wiped (`SecretBytes`'
     /// deinit) when the last token referring to it goes. Immutable once made.
     package final class Buffer: @unchecked Sendable {
@@ -71,17 +74,6 @@ public struct SecretToken: Equatable, Sendable, ExpressibleByStringLiteral, Cust
     /// A copy of `bytes` in a guarded buffer of its own. The source stays as it was.
     public init(copying bytes: UnsafeRawBufferPointer) {
         self.init(SecretBytes(copying: bytes))
-    }
-
-    /// A copy of the UTF-8 of `text`, for a token that already is an ordinary String (test data,
-    /// fuzzing): the String itself is not wiped.
-    public init(copying text: some StringProtocol) {
-        self.init(SecretBytes(copying: text.utf8))
-    }
-
-    /// A literal in the source is no secret (tests; "" is the empty token).
-    public init(stringLiteral value: String) {
-        self.init(copying: value)
     }
 
     public var isEmpty: Bool { count == 0 }
@@ -137,8 +129,8 @@ public struct SecretToken: Equatable, Sendable, ExpressibleByStringLiteral, Cust
     // MARK: edge (named, few; what it returns is not wiped)
 
     /// EDGE: the token as a String (invalid UTF-8 repaired as `String(decoding:)` does), for the
-    /// places that cannot take bytes: `exec`'s environment (Runner) and an HTTP header value
-    /// (UsageClient). Grep for `unsafeString()` to find every one.
+    /// place that cannot take bytes: `exec`'s environment (Runner). Grep for `unsafeString()` to
+    /// find every one.
     public func unsafeString() -> String {
         withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
     }

@@ -99,9 +99,6 @@ public struct TokenDocument: Equatable, Sendable {
 
     // MARK: JSON
 
-    /// The members whose values are tokens: parsed into guarded memory, never into Strings.
-    public static let secretKeys: Set<String> = ["access_token", "refresh_token", "id_token"]
-
     public func json() -> JSONValue {
         var members: [(String, JSONValue)] = [
             ("version", .number(Double(Self.currentVersion))),
@@ -129,7 +126,7 @@ public struct TokenDocument: Equatable, Sendable {
     /// become the tokens' buffer: each token is a range of them (no copy), so they are wiped
     /// when the last token parsed from them goes (at once, when parsing fails).
     public static func parse(_ bytes: consuming SecretBytes, origin: String, profile: Profile = .default) throws -> TokenDocument {
-        guard let v = try? JSON.parse(sharing: SecretToken.Buffer(bytes), maxBytes: 256 * 1024, secretKeys: secretKeys), v.isObject,
+        guard let v = try? JSON.parse(sharing: SecretToken.Buffer(bytes), maxBytes: 256 * 1024), v.isObject,
               let refresh = v["refresh_token"]?.secretValue,
               let access = v["access_token"]?.secretValue else {
             throw CredentialError.storeCorrupt("the credential in \(origin) is damaged; \(profile.removeDamagedHint)")

@@ -36,14 +36,14 @@ public struct UsageClient {
     /// One usage request (with its retries) with `profile`'s access token. `now` (read when the
     /// answer has arrived) dates relative reset times.
     public func fetch(accessToken: SecretToken, accountId: String, profile: Profile, now: () -> Int64) throws -> UsageAnswer {
-        guard Sanitize.isTokenSafe(accessToken), accountId.isEmpty || Sanitize.isTokenSafe(accountId) else {
+        guard let authorization = HTTPRequest.secretHeaderLine("Authorization", "Bearer ", accessToken),
+              accountId.isEmpty || Sanitize.isTokenSafe(accountId) else {
             throw CredentialError.storeCorrupt("the stored access token or account id contains characters a header cannot carry; sign in again: \(profile.loginCommand)")
         }
-        // EDGE: a header value is a String (HTTPHeader); libcurl gets a copy the C shim wipes.
-        var headers = [HTTPHeader("Authorization", "Bearer " + accessToken.unsafeString()), HTTPHeader("Accept", "application/json"),
-                       HTTPHeader("User-Agent", Sanitize.line(userAgent, limit: 80))]
+        // The token's header line is built in guarded memory and wiped with the request.
+        var headers = [HTTPHeader("Accept", "application/json"), HTTPHeader("User-Agent", Sanitize.line(userAgent, limit: 80))]
         if !accountId.isEmpty { headers.append(HTTPHeader("ChatGPT-Account-Id", accountId)) }
-        var request = HTTPRequest(method: "GET", url: config.url(Self.usagePath), headers: headers,
+        var request = HTTPRequest(method: "GET", url: config.url(Self.usagePath), headers: headers, secretHeader: authorization,
                                   connectTimeout: connectTimeout, totalTimeout: totalTimeout,
                                   maxResponseBytes: maxResponseBytes, bypassProxy: config.isLoopback)
         let response = try transport.send(&request, retrying: retry, failure: "the usage request to the ChatGPT backend failed")

@@ -17,6 +17,11 @@ public struct CurlTransport: HTTPTransport, Sendable {
         if lines.contains(where: { $0.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D || $0 == 0 }) }) {
             throw TransportError(.unavailable, "refusing a request header containing a line break")
         }
+        // The secret header is one NUL-terminated line in guarded memory; libcurl reads it there.
+        let secretHeaderIsLine = request.secretHeader.withUnsafeBytes { line in
+            line.isEmpty || (line.last == 0 && !line.dropLast().contains(where: { $0 == 0x0A || $0 == 0x0D || $0 == 0 }))
+        }
+        guard secretHeaderIsLine else { throw TransportError(.unavailable, "refusing a request header containing a line break") }
         guard !request.url.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else {
             throw TransportError(.unavailable, "refusing a URL containing spaces or control bytes")
         }
@@ -26,22 +31,27 @@ public struct CurlTransport: HTTPTransport, Sendable {
         }
         let kind: Int32 = request.method.withCString { method in
             request.url.withCString { url in
-                withCStrings(lines) { headerPointers in
-                    request.body.withUnsafeBytes { body in
-                        headerPointers.withUnsafeBufferPointer { hp in
-                            var req = ccurl_request()
-                            req.method = method
-                            req.url = url
-                            req.headers = hp.baseAddress
-                            req.header_count = hp.count
-                            // libcurl reads the body from here (CURLOPT_POSTFIELDS, no copy of ours).
-                            req.body = body.baseAddress?.assumingMemoryBound(to: UInt8.self)
-                            req.body_length = body.count
-                            req.connect_timeout_ms = Int(max(1, request.connectTimeout * 1000))
-                            req.total_timeout_ms = Int(max(1, request.totalTimeout * 1000))
-                            req.max_response_bytes = max(1, request.maxResponseBytes)
-                            req.bypass_proxy = request.bypassProxy ? 1 : 0
-                            return ccurl_perform(&req, &response)
+                withCStrings(lines) { plainLines in
+                    request.secretHeader.withUnsafeBytes { secretLine in
+                        request.body.withUnsafeBytes { body in
+                            // The secret line goes to libcurl from its guarded memory, not a copy.
+                            let secret: [UnsafePointer<CChar>?] =
+                                secretLine.isEmpty ? [] : [UnsafePointer(secretLine.baseAddress!.assumingMemoryBound(to: CChar.self))]
+                            return (plainLines + secret).withUnsafeBufferPointer { hp in
+                                var req = ccurl_request()
+                                req.method = method
+                                req.url = url
+                                req.headers = hp.baseAddress
+                                req.header_count = hp.count
+                                // libcurl reads the body from here (CURLOPT_POSTFIELDS, no copy of ours).
+                                req.body = body.baseAddress?.assumingMemoryBound(to: UInt8.self)
+                                req.body_length = body.count
+                                req.connect_timeout_ms = Int(max(1, request.connectTimeout * 1000))
+                                req.total_timeout_ms = Int(max(1, request.totalTimeout * 1000))
+                                req.max_response_bytes = max(1, request.maxResponseBytes)
+                                req.bypass_proxy = request.bypassProxy ? 1 : 0
+                                return ccurl_perform(&req, &response)
+                            }
                         }
                     }
                 }

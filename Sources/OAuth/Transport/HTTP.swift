@@ -10,8 +10,14 @@ import Secrets
 public struct HTTPRequest: ~Copyable, Sendable {
     public var method: String
     public var url: String
-    /// Header lines in order, e.g. ("Content-Type", "application/json").
+    /// Header lines in order, e.g. ("Content-Type", "application/json"). Never a secret: see
+    /// `secretHeader`.
     public var headers: [HTTPHeader]
+    /// One header line whose value is a secret (the usage request's `Authorization: Bearer …`),
+    /// `Name: value` and a NUL, built in guarded memory by `secretHeaderLine`; empty when none.
+    /// It lives once, here, and is wiped with the request; the transport hands libcurl a pointer
+    /// into it, never a String.
+    public var secretHeader: SecretBytes
     public var body: SecretBytes
     /// Seconds to establish the connection (TCP + TLS).
     public var connectTimeout: Double
@@ -22,12 +28,14 @@ public struct HTTPRequest: ~Copyable, Sendable {
     /// Ignore `http_proxy`/`https_proxy`/`all_proxy` (set for loopback issuers).
     public var bypassProxy: Bool
 
-    public init(method: String, url: String, headers: [HTTPHeader] = [], body: consuming SecretBytes = SecretBytes(),
+    public init(method: String, url: String, headers: [HTTPHeader] = [], secretHeader: consuming SecretBytes = SecretBytes(),
+                body: consuming SecretBytes = SecretBytes(),
                 connectTimeout: Double = 10, totalTimeout: Double = 30, maxResponseBytes: Int = 256 * 1024,
                 bypassProxy: Bool = false) {
         self.method = method
         self.url = url
         self.headers = headers
+        self.secretHeader = secretHeader
         self.body = body
         self.connectTimeout = connectTimeout
         self.totalTimeout = totalTimeout
@@ -39,6 +47,19 @@ public struct HTTPRequest: ~Copyable, Sendable {
         let n = name.lowercased()
         return headers.first { $0.name.lowercased() == n }?.value
     }
+
+    /// `Name: prefixTOKEN` and a NUL, in guarded memory of exactly that size, for `secretHeader`.
+    /// Nil when the token holds a byte a header line cannot carry (a control byte or a space).
+    public static func secretHeaderLine(_ name: String, _ valuePrefix: String, _ token: SecretToken) -> SecretBytes? {
+        guard Sanitize.isTokenSafe(token) else { return nil }
+        var line = SecretBytes(capacity: name.utf8.count + 2 + valuePrefix.utf8.count + token.count + 1)
+        line.append(utf8: name)
+        line.append(utf8: ": ")
+        line.append(utf8: valuePrefix)
+        token.withUnsafeBytes { line.append($0) }
+        line.append(0)
+        return line
+    }
 }
 
 public struct HTTPHeader: Equatable, Sendable {
@@ -47,7 +68,14 @@ public struct HTTPHeader: Equatable, Sendable {
     public init(_ name: String, _ value: String) { self.name = name; self.value = value }
 }
 
-public struct HTTPResponse: ~Copyable, Sendable {
+/// What the retry loop reads of an answer: its status and headers (`Retry-After`). An
+/// `HTTPResponse`, or what a client made of one (`IssuerAnswer`: the body parsed once).
+public protocol RetryableAnswer: ~Copyable {
+    var status: Int { get }
+    func header(_ name: String) -> String?
+}
+
+public struct HTTPResponse: ~Copyable, Sendable, RetryableAnswer {
     public var status: Int
     /// The response headers the client uses (`retry-after`, `content-type`, `location`), names lower-cased.
     public var headers: [String: String]
@@ -133,12 +161,21 @@ extension HTTPTransport {
     /// no response at all is `.temporary` (exit 4), named by the transport or else by `failure`.
     public func send(_ request: inout HTTPRequest, retrying policy: RetryPolicy,
                      isFinal: (borrowing HTTPResponse) -> Bool = { _ in false }, failure: String) throws -> HTTPResponse {
+        try send(&request, retrying: policy, reading: { (response: consuming HTTPResponse) in response }, isFinal: isFinal, failure: failure)
+    }
+
+    /// The same, with each response turned by `read` into what the caller works with (the
+    /// issuer's answers are parsed once, here, and `isFinal` reads that parse).
+    public func send<Answer: RetryableAnswer & ~Copyable>(
+        _ request: inout HTTPRequest, retrying policy: RetryPolicy, reading read: (consuming HTTPResponse) -> Answer,
+        isFinal: (borrowing Answer) -> Bool = { _ in false }, failure: String
+    ) throws -> Answer {
         let connect = request.connectTimeout, total = request.totalTimeout
         do {
             return try policy.run(isFinal: isFinal) { remaining in
                 request.totalTimeout = remaining.map { min(total, $0) } ?? total
                 request.connectTimeout = min(connect, request.totalTimeout)
-                return try send(request)
+                return read(try send(request))
             }
         } catch let e as TransportError {
             throw e.credentialError

@@ -81,8 +81,8 @@ public struct RetryPolicy {
     /// receives the seconds left in the budget (nil on the first attempt) to cap its own timeout.
     /// `isFinal` marks responses that must not be retried whatever their status (e.g. a 5xx
     /// carrying `refresh_token_reused`).
-    public func run(isFinal: (borrowing HTTPResponse) -> Bool = { _ in false },
-                    _ attempt: (_ remaining: Double?) throws -> HTTPResponse) throws -> HTTPResponse {
+    public func run<Answer: RetryableAnswer & ~Copyable>(isFinal: (borrowing Answer) -> Bool = { _ in false },
+                                                         _ attempt: (_ remaining: Double?) throws -> Answer) throws -> Answer {
         let start = now()
         var n = 1
         var remaining: Double? = nil

@@ -45,7 +45,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
             require(out.hasSuffix("\n") && !out.dropLast().contains("\n"), "get answer is not one line")
             let v = try JSON.parse(String(out.dropLast()))
             require(v["ServerURL"]?.stringValue == url, "ServerURL does not round-trip")
-            require(v["Secret"]?.stringValue == dummyDocument.accessToken.unsafeString(), "Secret changed")
+            require(v["Secret"]?.secretValue == dummyDocument.accessToken, "Secret changed")
         }
     } catch {
         requireCleanError(error)

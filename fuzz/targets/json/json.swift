@@ -1,7 +1,8 @@
 // JSON.parse on any bytes; for what parses: parse(serialize(v)) == v, and serialize emits no raw
-// control bytes (so a serialized value can never break a line-based format). The secret parse
-// (token members into guarded memory, in place and copied) agrees, and serializeSecret writes the
-// same text into a buffer of exactly its size.
+// control bytes (so a serialized value can never break a line-based format). Token members
+// (`JSON.secretKeys`, at any depth) are secrets in every parse: read in place (a shared buffer)
+// and copied, the parse agrees, and serializeSecret writes the text into a buffer of exactly its
+// size (and the same text as serialize when there is no secret).
 @testable import CredentialCore
 import FuzzSupport
 import Secrets
@@ -14,6 +15,15 @@ private func depth(_ v: JSONValue) -> Int {
     }
 }
 
+private func holdsSecret(_ v: JSONValue) -> Bool {
+    switch v {
+    case .secret: return true
+    case .array(let a): return a.contains(where: holdsSecret)
+    case .object(let o): return o.contains { holdsSecret($0.1) }
+    default: return false
+    }
+}
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let input = bytesOf(data, size)
@@ -23,27 +33,25 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         return 0
     } catch { fuzzFail("JSON.parse threw \(error)") }
     require(depth(v) <= JSON.maxDepth, "nesting deeper than maxDepth")
-    let text = JSON.serialize(v)
+    let secretText = JSON.serializeSecret(v)
+    let text = secretText.unsafeString()
     require(!text.unicodeScalars.contains { $0.value < 0x20 }, "serialized JSON holds a raw control byte")
+    require(secretText.count == JSON.serializedCount(v) && secretText.capacity == secretText.count, "serializedCount is not the size")
+    if !holdsSecret(v) { require(JSON.serialize(v) == text, "serialize differs from serializeSecret") }
     let again: JSONValue
     do { again = try JSON.parse(text) } catch {
         fuzzFail("serialize produced JSON that does not parse: \(text.debugDescription) (\(error))")
     }
     require(again == v, "parse(serialize(v)) != v for \(text.debugDescription)")
-    require(JSON.serialize(again) == text, "serialize is not stable")
+    require(JSON.serializeSecret(again).unsafeString() == text, "serialize is not stable")
 
-    // The same input with token members (`secretKeys`, at any depth) read into guarded memory,
-    // in place and copied: it parses exactly when the plain parse does, and writes the same text.
-    let keys: Set<String> = ["a", "b", "access_token", "refresh_token", "id_token", ""]
+    // The same input read in place (tokens are ranges of a shared buffer) and from guarded memory.
     let shared = SecretToken.Buffer(SecretBytes(copying: input))
     let inPlace: JSONValue, copied: JSONValue
     do {
-        inPlace = try JSON.parse(sharing: shared, secretKeys: keys)
-        copied = try input.withUnsafeBytes { try JSON.parse($0, secretKeys: keys) }
-    } catch { fuzzFail("the secret parse refused what the plain parse took: \(error)") }
-    require(inPlace == copied, "in-place and copied secret parses differ")
-    let secretText = JSON.serializeSecret(inPlace)
-    require(secretText.unsafeString() == text, "serializeSecret differs from serialize: \(secretText.unsafeString().debugDescription)")
-    require(secretText.count == JSON.serializedCount(inPlace) && secretText.capacity == secretText.count, "serializedCount is not the size")
+        inPlace = try JSON.parse(sharing: shared)
+        copied = try JSON.parse(SecretBytes(copying: input))
+    } catch { fuzzFail("the in-place or guarded parse refused what the plain parse took: \(error)") }
+    require(inPlace == v && copied == v, "in-place, guarded and plain parses differ")
     return 0
 }
