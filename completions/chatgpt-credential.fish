@@ -114,6 +114,7 @@ complete -c $c -n '__chatgpt_credential_verb_is status' -l all -d 'every profile
 
 # usage
 complete -c $c -n '__chatgpt_credential_verb_is usage' -l json -d 'plan, windows, credits as JSON'
+complete -c $c -n '__chatgpt_credential_verb_is usage' -l all -d 'every profile, side by side'
 
 # exec -- CMD ARG…
 complete -c $c -n '__chatgpt_credential_verb_is exec; and not __chatgpt_credential_in_exec_command' -a -- -d 'the command follows'

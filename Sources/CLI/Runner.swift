@@ -69,8 +69,8 @@ public final class Runner {
             return try status(g, json: json, all: all)
         case .erase(let revoke):
             return try erase(g, revoke: revoke)
-        case .usage(let json):
-            return try usage(g, json: json)
+        case .usage(let json, let all):
+            return try usage(g, json: json, all: all)
         case .exec(let argv):
             let fresh = try freshCredential(g, GetOptions())
             var env = services.environment
@@ -176,10 +176,11 @@ public final class Runner {
     }
 
     private func statusOfAll(_ g: GlobalOptions, json: Bool, now: Int64) throws -> Outcome {
-        let (found, problems) = services.makeSelector(g).allProfiles()
+        let listing = everyProfile(g)
+        let problems = listing.problems
         var entries: [StatusReport] = []
-        for (name, kind) in found {
-            guard let profile = try? Profile(name) else { continue }
+        for (profile, kind) in listing.found {
+            let name = profile.name
             var g2 = g
             g2.profile = profile
             g2.store = kind == .file ? .file : .secretService
