@@ -103,7 +103,7 @@ complete -c $c -n '__chatgpt_credential_verb_is get' -l min-ttl -x -d 'refresh u
 complete -c $c -n '__chatgpt_credential_verb_is get' -l force-refresh -d 'refresh now'
 
 # store
-complete -c $c -n '__chatgpt_credential_verb_is store' -l from-codex -r -F -d "import Codex's auth.json [PATH]"
+complete -c $c -n '__chatgpt_credential_verb_is store' -l from-codex -r -F -d "import Codex's credential [PATH]"
 
 # erase
 complete -c $c -n '__chatgpt_credential_verb_is erase' -l no-revoke -d 'do not revoke at the issuer'

@@ -90,11 +90,14 @@ public enum CommandLineSpec {
                  summary: "store a credential read from stdin (Codex auth.json or token JSON)",
                  details: """
                  Reads one credential (at most 64 KiB) from stdin: Codex's auth.json shape or
-                 {"access_token","refresh_token","id_token"?}, and stores it.
+                 {"access_token","refresh_token","id_token"?}, and stores it. With --from-codex and
+                 no PATH, reads Codex's Secret Service item (service "Codex Auth") instead of
+                 auth.json when Codex's config.toml says cli_auth_credentials_store = "keyring"
+                 (or "auto" and the item exists) or there is no auth.json; says which it read.
                  """,
                  options: [
                     OptionSpec("--from-codex", value: "PATH", valueOptional: true,
-                               "import from Codex's auth.json (default $CODEX_HOME/auth.json or ~/.codex/auth.json)"),
+                               "import Codex's credential: PATH, else $CODEX_HOME/auth.json (~/.codex/auth.json) or Codex's Secret Service item"),
                  ]),
         VerbSpec(name: "erase", synopsis: "erase [--no-revoke]",
                  summary: "revoke the refresh token and remove the stored credential",

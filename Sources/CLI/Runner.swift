@@ -127,10 +127,9 @@ public final class Runner {
             if console.stdinIsTerminal { console.err("chatgpt-credential: paste the credential JSON, then press Ctrl-D") }
             input = try console.readInput(limit: TokenImport.maxBytes)
         case .some(let path):
-            guard let path = path ?? CodexAuthFile.defaultPath(env: services.environment) else {
-                throw CredentialError.usage("cannot find Codex's auth.json: set CODEX_HOME or HOME, or give its path")
-            }
-            input = try FileSystem.readSmallFile(path, limit: TokenImport.maxBytes)
+            let codex = try codexCredential(path: path, g)
+            input = codex.secret
+            console.err("chatgpt-credential: reading Codex's credential from \(codex.source)")
         }
         let imported = try TokenImport.parse(input, profile: g.profile, now: services.now())
         var d = imported.document
