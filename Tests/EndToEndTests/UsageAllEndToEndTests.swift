@@ -158,6 +158,28 @@ import Glibc
         #expect(elapsed >= 2.9 && elapsed < 6, "took \(elapsed) s")
     }
 
+    /// Under `auto`, a profile in the Secret Service (the throwaway keyring) and one in the file
+    /// store are both listed and asked, from worker threads.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"] != nil))
+    func profilesInBothStoresAreShown() throws {
+        let issuer = try TestIssuer()
+        let s = Sandbox()
+        let inKeyring = uniqueProfile("kr"), inFile = uniqueProfile("fl")
+        s.env["CHATGPT_CREDENTIAL_ISSUER"] = issuer.url
+        s.env["CHATGPT_CREDENTIAL_BACKEND"] = issuer.url + "/backend-api"
+        let k = try issuer.seed(["plan": "pro"]), f = try issuer.seed(["plan": "team"])
+        #expect(s.run(["--profile", inKeyring, "--store", "secret-service", "store"], stdin: k.storeJSON).status == 0)
+        #expect(s.run(["--profile", inFile, "--store", "file", "store"], stdin: f.storeJSON).status == 0)
+        defer { _ = s.run(["--profile", inKeyring, "erase", "--no-revoke"]) }
+        let r = s.run(["usage", "--all", "--json"], timeout: 60)
+        // The keyring is shared with tests running at the same time, whose profiles may fail
+        // here: the exit status is theirs to decide, but these two must be there, answered.
+        let o = try #require(try JSONSerialization.jsonObject(with: Data(r.stdoutBytes)) as? [String: Any], "\(r.stderr)")
+        let profiles = try #require(o["profiles"] as? [String: [String: Any]])
+        #expect(profiles[inKeyring]?["plan"] as? String == "pro", "\(profiles.keys)")
+        #expect(profiles[inFile]?["plan"] as? String == "team", "\(profiles.keys)")
+    }
+
     // MARK: terminal or not
 
     @Test func terminalGetsHeadingsBarsAndColourNoColorAndPipesGetPlainLines() throws {
