@@ -62,8 +62,12 @@ extension Runner {
         }
         for (_, answer) in entries { if case .failed(_, let exit) = answer { return .exit(exit) } }
         if let problem = listing.problems.first { return .exit(problem.exitCode) }
-        // Nobody signed in: as `usage` without a credential.
-        return .exit(profiles.isEmpty ? CredentialError.notSignedIn(profile: g.profile.name).exitCode : 0)
+        if profiles.isEmpty {
+            // Nobody signed in: exit 3, as `usage` without a credential.
+            console.err("chatgpt-credential: no profile is signed in; run: \(Profile.default.loginCommand)")
+            return .exit(CredentialError.notSignedIn(profile: g.profile.name).exitCode)
+        }
+        return .exit(0)
     }
 
     /// `{"profiles":{"NAME":{…as usage --json…} | {"error":"…","exit":N}}}`

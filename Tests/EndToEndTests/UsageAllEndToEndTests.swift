@@ -136,6 +136,7 @@ import Glibc
         let r = s.run(["usage", "--all"])
         #expect(r.status == 3, "\(r.stderr)")
         #expect(r.stdout == "No profiles signed in.\n")
+        #expect(r.stderr == "chatgpt-credential: no profile is signed in; run: chatgpt-credential login\n")
         let j = s.run(["usage", "--all", "--json"])
         #expect(j.status == 3)
         #expect(j.stdout == #"{"profiles":{}}"# + "\n")
