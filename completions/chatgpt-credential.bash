@@ -98,7 +98,7 @@ _chatgpt_credential()
         store) opts+=" --from-codex" ;;
         erase) opts+=" --no-revoke" ;;
         status) opts+=" --json --all" ;;
-        usage) opts+=" --json" ;;
+        usage) opts+=" --json --all" ;;
         exec) opts+=" --" ;;
     esac
 

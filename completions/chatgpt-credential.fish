@@ -104,7 +104,7 @@ complete -c $c -n '__chatgpt_credential_verb_is get' -l min-ttl -x -d 'refresh u
 complete -c $c -n '__chatgpt_credential_verb_is get' -l force-refresh -d 'refresh now'
 
 # store
-complete -c $c -n '__chatgpt_credential_verb_is store' -l from-codex -r -F -d "import Codex's auth.json [PATH]"
+complete -c $c -n '__chatgpt_credential_verb_is store' -l from-codex -r -F -d "import Codex's credential [PATH]"
 
 # erase
 complete -c $c -n '__chatgpt_credential_verb_is erase' -l no-revoke -d 'do not revoke at the issuer'
@@ -115,6 +115,7 @@ complete -c $c -n '__chatgpt_credential_verb_is status' -l all -d 'every profile
 
 # usage
 complete -c $c -n '__chatgpt_credential_verb_is usage' -l json -d 'plan, windows, credits as JSON'
+complete -c $c -n '__chatgpt_credential_verb_is usage' -l all -d 'every profile, side by side'
 
 # exec -- CMD ARG…
 complete -c $c -n '__chatgpt_credential_verb_is exec; and not __chatgpt_credential_in_exec_command' -a -- -d 'the command follows'

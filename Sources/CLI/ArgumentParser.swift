@@ -170,7 +170,7 @@ public enum ArgumentParser {
         case "status":
             command = .status(json: has("--json"), all: has("--all"))
         case "usage":
-            command = .usage(json: has("--json"))
+            command = .usage(json: has("--json"), all: has("--all"))
         case "exec":
             guard !rest.isEmpty else { throw CredentialError.usage("exec needs a command: chatgpt-credential exec -- CMD [ARG…]") }
             command = .exec(rest)

@@ -91,11 +91,14 @@ public enum CommandLineSpec {
                  summary: "store a credential read from stdin (Codex auth.json or token JSON)",
                  details: """
                  Reads one credential (at most 64 KiB) from stdin: Codex's auth.json shape or
-                 {"access_token","refresh_token","id_token"?}, and stores it.
+                 {"access_token","refresh_token","id_token"?}, and stores it. With --from-codex and
+                 no PATH, reads Codex's Secret Service item (service "Codex Auth") instead of
+                 auth.json when Codex's config.toml says cli_auth_credentials_store = "keyring"
+                 (or "auto" and the item exists) or there is no auth.json; says which it read.
                  """,
                  options: [
                     OptionSpec("--from-codex", value: "PATH", valueOptional: true,
-                               "import from Codex's auth.json (default $CODEX_HOME/auth.json or ~/.codex/auth.json)"),
+                               "import Codex's credential: PATH, else $CODEX_HOME/auth.json (~/.codex/auth.json) or Codex's Secret Service item"),
                  ]),
         VerbSpec(name: "erase", synopsis: "erase [--no-revoke]",
                  summary: "revoke the refresh token and remove the stored credential",
@@ -118,7 +121,7 @@ public enum CommandLineSpec {
                     OptionSpec("--json", "machine-readable output"),
                     OptionSpec("--all", "every profile found in either store"),
                  ]),
-        VerbSpec(name: "usage", synopsis: "usage [--json]",
+        VerbSpec(name: "usage", synopsis: "usage [--json] [--all]",
                  summary: "show the plan and rate-limit windows (5 h, 7 d) of the signed-in account",
                  details: """
                  Asks the ChatGPT backend (GET $CHATGPT_CREDENTIAL_BACKEND/wham/usage) with a fresh
@@ -126,9 +129,14 @@ public enum CommandLineSpec {
                  line per window with used percent and when it resets, credits when reported, and
                  additional limits under their names; a bar on a terminal, plain lines otherwise
                  (also with NO_COLOR or TERM=dumb). No tokens are printed.
+                 With --all, every profile found in either store, up to 4 asked at once: one block
+                 per profile in name order (JSON: {"profiles":{"NAME":{…} | {"error","exit"}}}); a
+                 failing profile shows its error and exit code without hiding the others. Exit 0
+                 when every profile answered, else the code of the first failing profile by name.
                  """,
                  options: [
                     OptionSpec("--json", "print {plan, allowed, limit_reached, windows, credits, additional_limits} as JSON"),
+                    OptionSpec("--all", "every profile found in either store, side by side"),
                  ]),
         VerbSpec(name: "exec", synopsis: "exec -- CMD [ARG…]",
                  summary: "run CMD with CHATGPT_ACCESS_TOKEN and CHATGPT_ACCOUNT_ID set",

@@ -49,7 +49,7 @@ public enum Command: Sendable {
     case store(fromCodex: String??)
     case erase(revoke: Bool)
     case status(json: Bool, all: Bool)
-    case usage(json: Bool)
+    case usage(json: Bool, all: Bool)
     case exec([String])
     /// A git/docker protocol verb (any word; unknown ones are ignored by the protocol).
     case helper(WireProtocol, verb: String)

@@ -43,6 +43,7 @@ extension Services {
             // Tuning for tests and slow machines: how long a waiting `get` queues behind another
             // process's refresh before exit 4 (default 60 s).
             lockTimeout: env["CHATGPT_CREDENTIAL_LOCK_TIMEOUT"].flatMap { Double($0) }.flatMap { $0.isNaN ? nil : min(max($0, 0), 600) } ?? 60)
+        services.lookupForeignSecret = { attributes in try SecretServiceStore(environment: env).lookup(attributes: attributes) }
         services.makeCache = { g in
             let keyring = KeyringCache(settings: g.cache, diagnostic: { line in
                 if g.verbose { console.err("chatgpt-credential: debug: " + Sanitize.line(line)) }

@@ -70,8 +70,8 @@ public final class Runner {
             return try status(g, json: json, all: all)
         case .erase(let revoke):
             return try erase(g, revoke: revoke)
-        case .usage(let json):
-            return try usage(g, json: json)
+        case .usage(let json, let all):
+            return try usage(g, json: json, all: all)
         case .exec(let argv):
             let fresh = try freshCredential(g, GetOptions())
             var env = services.environment
@@ -129,10 +129,9 @@ public final class Runner {
             if console.stdinIsTerminal { console.err("chatgpt-credential: paste the credential JSON, then press Ctrl-D") }
             input = try console.readInput(limit: TokenImport.maxBytes)
         case .some(let path):
-            guard let path = path ?? CodexAuthFile.defaultPath(env: services.environment) else {
-                throw CredentialError.usage("cannot find Codex's auth.json: set CODEX_HOME or HOME, or give its path")
-            }
-            input = try FileSystem.readSmallFile(path, limit: TokenImport.maxBytes)
+            let codex = try codexCredential(path: path, g)
+            input = codex.secret
+            console.err("chatgpt-credential: reading Codex's credential from \(codex.source)")
         }
         let imported = try TokenImport.parse(input, profile: g.profile, now: services.now())
         var d = imported.document
@@ -188,10 +187,11 @@ public final class Runner {
     }
 
     private func statusOfAll(_ g: GlobalOptions, json: Bool, now: Int64) throws -> Outcome {
-        let (found, problems) = services.makeSelector(g).allProfiles()
+        let listing = everyProfile(g)
+        let problems = listing.problems
         var entries: [StatusReport] = []
-        for (name, kind) in found {
-            guard let profile = try? Profile(name) else { continue }
+        for (profile, kind) in listing.found {
+            let name = profile.name
             var g2 = g
             g2.profile = profile
             g2.store = kind == .file ? .file : .secretService

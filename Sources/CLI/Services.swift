@@ -19,6 +19,9 @@ public struct Services {
     public var lockTimeout: Double
     /// The access cache for these options; nil: none (unit tests).
     package var makeCache: (GlobalOptions) -> CredentialCache?
+    /// A read-only Secret Service lookup of another program's item by attributes (Codex's, for
+    /// `store --from-codex`); nil: no such item. Default: none (unit tests).
+    package var lookupForeignSecret: ([(String, String)]) throws -> SecretBytes?
 
     public init(environment: [String: String], paths: Paths, now: @escaping () -> Int64 = Clock.now,
                 makeSelector: @escaping (GlobalOptions) -> StoreSelector,
@@ -26,6 +29,7 @@ public struct Services {
                 revoke: @escaping (GlobalOptions, SecretToken) -> String?,
                 lockTimeout: Double = 60) {
         self.makeCache = { _ in nil }
+        self.lookupForeignSecret = { _ in nil }
         self.environment = environment
         self.paths = paths
         self.now = now

@@ -5,22 +5,42 @@ import Credentials
 import Glibc
 #endif
 
-/// `usage [--json]` (SPEC "Verbs"): the plan and rate-limit windows of the signed-in account,
+/// `usage [--json]` (man page, USAGE): the plan and rate-limit windows of the signed-in account,
 /// from `GET $CHATGPT_CREDENTIAL_BACKEND/wham/usage` with the token `get` would print. On a 401,
 /// one refresh and one retry. Exit codes as for `get`; an answer without windows is exit 0.
+/// `usage --all` is in UsageOfAll.swift.
 extension Runner {
-    func usage(_ g: GlobalOptions, json: Bool) throws -> Outcome {
+    func usage(_ g: GlobalOptions, json: Bool, all: Bool = false) throws -> Outcome {
         // Before anything could reach the network, a refresh included.
         let backend = try BackendConfig.fromEnvironment(services.environment)
+        if all { return try usageOfAll(g, json: json, backend: backend) }
+        let (report, plan) = try usageAnswer(g, backend: backend)
+        if json {
+            try console.out(UsageRenderer.json(report, plan: plan))
+        } else {
+            try console.out(UsageRenderer(style: usageStyle(), now: services.now()).text(report, plan: plan))
+        }
+        return .exit(0)
+    }
+
+    func usageStyle() -> UsageRenderer.Style {
+        UsageRenderer.style(stdoutIsTerminal: console.stdoutIsTerminal, environment: services.environment)
+    }
+
+    /// The profile's usage report and the plan to show: a fresh token, the request, and on a 401
+    /// one refresh and one retry. `serialized` runs each step that reaches the owner (see
+    /// `usageOfAll`); `usage` runs them directly.
+    func usageAnswer(_ g: GlobalOptions, backend: BackendConfig,
+                     serialized: (() throws -> FreshCredential) throws -> FreshCredential = { try $0() }) throws -> (UsageReport, String?) {
         let client = UsageClient(config: backend, userAgent: "\(CommandLineSpec.programName)/\(CommandLineSpec.version)")
-        var fresh = try usageToken(g, rejected: nil)
+        var fresh = try serialized { try usageToken(g, rejected: nil) }
         verbose(g, "GET \(backend.url(UsageClient.usagePath)) for account \(fresh.document.accountId)")
         var answer = try client.fetch(accessToken: fresh.document.accessToken, accountId: fresh.document.accountId,
                                       profile: g.profile, now: services.now)
         if answer == .unauthorized {
             verbose(g, "the backend refused the access token (HTTP 401); refreshing once and retrying")
             let rejected = fresh.document
-            fresh = try usageToken(g, rejected: rejected)
+            fresh = try serialized { try usageToken(g, rejected: rejected) }
             guard fresh.document.accessToken != rejected.accessToken else {
                 // The refresh did not happen; the coordinator has said why on stderr.
                 if let code = fresh.document.refreshRejected {
@@ -34,14 +54,7 @@ extension Runner {
         guard case .report(let report) = answer else { throw CredentialError.backendRejected(profile: g.profile.name) }
 
         let tokenPlan = Sanitize.line(fresh.document.plan, limit: 40)
-        let plan = report.plan ?? (tokenPlan.isEmpty ? nil : tokenPlan)
-        if json {
-            try console.out(UsageRenderer.json(report, plan: plan))
-        } else {
-            let style = UsageRenderer.style(stdoutIsTerminal: console.stdoutIsTerminal, environment: services.environment)
-            try console.out(UsageRenderer(style: style, now: services.now()).text(report, plan: plan))
-        }
-        return .exit(0)
+        return (report, report.plan ?? (tokenPlan.isEmpty ? nil : tokenPlan))
     }
 
     /// The one place `usage` reaches the owner. `rejected == nil`: the token `get` would print

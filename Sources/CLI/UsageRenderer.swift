@@ -60,6 +60,26 @@ struct UsageRenderer {
 
     static let indent = "  "
 
+    /// A profile that could not be asked: its one-line error and the exit code `usage` would give.
+    struct Failure: Error {
+        var message: String
+        var exit: Int32
+    }
+
+    /// `usage --all`: one block per profile, headed by its name, blocks apart by a blank line;
+    /// a failed profile shows its error and exit code in its block. Nothing found: "No profiles
+    /// signed in." — unless a store could not be read (the reason is on stderr).
+    func blocks(_ entries: [(String, Result<(UsageReport, String?), Failure>)], storesUnreadable: Bool) -> String {
+        if entries.isEmpty { return storesUnreadable ? "" : "No profiles signed in.\n" }
+        return entries.map { name, answer in
+            let head = bold(name) + "\n"
+            switch answer {
+            case .success(let (report, plan)): return head + text(report, plan: plan)
+            case .failure(let f): return head + colour("1;31", "error") + " (exit \(f.exit)): " + Sanitize.line(f.message) + "\n"
+            }
+        }.joined(separator: "\n")
+    }
+
     func limitLines(_ limit: UsageLimit, indent: String, column: Int) -> [String] {
         var lines = limit.windows.map { windowLine($0, indent: indent, column: column) }
         if limit.isReached { lines.append(indent + colour("1;31", "limit reached") + ": requests are refused until it resets") }
@@ -143,6 +163,10 @@ struct UsageRenderer {
     /// `{"plan","allowed","limit_reached","windows":[…],"credits","additional_limits":[…]}`; a value
     /// that was absent or made no sense is null. Never a token.
     static func json(_ report: UsageReport, plan: String?) -> String {
+        JSON.serialize(jsonValue(report, plan: plan)) + "\n"
+    }
+
+    static func jsonValue(_ report: UsageReport, plan: String?) -> JSONValue {
         let limit = report.rateLimit ?? UsageLimit()
         let members: [(String, JSONValue)] = [
             ("plan", plan.map(JSONValue.string) ?? .null),
@@ -162,7 +186,7 @@ struct UsageRenderer {
                          ("windows", .array(a.limit.windows.map(json)))])
             })),
         ]
-        return JSON.serialize(.object(members)) + "\n"
+        return .object(members)
     }
 
     static func json(_ w: UsageWindow) -> JSONValue {

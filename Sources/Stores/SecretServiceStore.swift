@@ -62,23 +62,7 @@ public final class SecretServiceStore: CredentialStore {
         try perform { service, cancellable in
             let attributes = Self.attributes(profile)
             defer { ccred_g_hash_table_unref(attributes) }
-            var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
-            var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
-            defer { ccred_g_strfreev(unlocked); ccred_g_strfreev(locked) }
-            var error: UnsafeMutablePointer<GError>?
-            guard ccred_secret_service_search_for_dbus_paths_sync(service, nil, attributes, cancellable, &unlocked, &locked, &error) != 0 else {
-                throw Self.map(error, doing: "search for the credential")
-            }
-            for path in Self.strings(unlocked) {
-                guard let value = ccred_secret_service_get_secret_for_dbus_path_sync(service, path, cancellable, &error) else {
-                    if error != nil { throw Self.map(error, doing: "read the credential") }
-                    continue // gone since the search: try the next match
-                }
-                defer { ccred_secret_value_unref(UnsafeMutableRawPointer(value)) }
-                return Self.bytes(of: value)
-            }
-            if locked?.pointee != nil { throw CredentialError.keyringLocked(Self.lockedMessage) }
-            return nil
+            return try Self.firstUnlockedSecret(service, attributes, cancellable)
         }
     }
 
@@ -86,6 +70,41 @@ public final class SecretServiceStore: CredentialStore {
     /// item's own collection when it was replaced, else the default one), so that the caller can
     /// say when that collection does not survive a restart of the keyring daemon.
     public private(set) var lastWrittenCollection: String?
+
+    /// A read-only lookup of an item another program keeps (Codex's `Codex Auth` item for
+    /// `store --from-codex`): the secret of the first unlocked item whose attributes include all
+    /// of `attributes`. nil when no item matches; `keyringLocked` when only locked items match;
+    /// `storeUnavailable`/`storeNotAnswering` as for `read`. Nothing is unlocked, written or deleted.
+    public func lookup(attributes: [(String, String)]) throws -> SecretBytes? {
+        try perform { service, cancellable in
+            let table = ccred_attributes_new()!
+            for (key, value) in attributes { _ = ccred_g_hash_table_insert(table, ccred_g_strdup(key), ccred_g_strdup(value)) }
+            defer { ccred_g_hash_table_unref(table) }
+            return try Self.firstUnlockedSecret(service, table, cancellable)
+        }
+    }
+
+    /// One SearchItems, then GetSecrets for the first unlocked match (see `read`).
+    private static func firstUnlockedSecret(_ service: UnsafeMutablePointer<SecretService>, _ attributes: OpaquePointer,
+                                            _ cancellable: UnsafeMutablePointer<GCancellable>) throws -> SecretBytes? {
+        var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+        var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+        defer { ccred_g_strfreev(unlocked); ccred_g_strfreev(locked) }
+        var error: UnsafeMutablePointer<GError>?
+        guard ccred_secret_service_search_for_dbus_paths_sync(service, nil, attributes, cancellable, &unlocked, &locked, &error) != 0 else {
+            throw map(error, doing: "search for the credential")
+        }
+        for path in strings(unlocked) {
+            guard let value = ccred_secret_service_get_secret_for_dbus_path_sync(service, path, cancellable, &error) else {
+                if error != nil { throw map(error, doing: "read the credential") }
+                continue // gone since the search: try the next match
+            }
+            defer { ccred_secret_value_unref(UnsafeMutableRawPointer(value)) }
+            return bytes(of: value)
+        }
+        if locked?.pointee != nil { throw CredentialError.keyringLocked(lockedMessage) }
+        return nil
+    }
 
     public func write(_ profile: Profile, secret: borrowing SecretBytes) throws {
         let label = Self.label(for: profile)

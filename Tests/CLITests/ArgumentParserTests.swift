@@ -68,8 +68,8 @@ import Testing
         ([], "missing verb"),
         (["status", "--json=yes"], "option --json takes no value"),
         (["-x"], "unknown option '-x' (see: chatgpt-credential --help)"),
-        (["usage", "--all"], "unknown option '--all' for 'usage' (see: chatgpt-credential usage --help)"),
         (["usage", "--min-ttl", "600"], "unknown option '--min-ttl' for 'usage' (see: chatgpt-credential usage --help)"),
+        (["usage", "--every"], "unknown option '--every' for 'usage' (see: chatgpt-credential usage --help)"),
         (["usage", "--json", "--json"], "option --json given twice"),
         (["usage", "now"], "unexpected argument 'now'"),
     ])
@@ -78,11 +78,14 @@ import Testing
     }
 
     @Test func usageTakesJSONAndGlobalOptions() throws {
-        guard case .usage(let plain) = try parse(["usage"]).command else { Issue.record("not usage"); return }
-        #expect(!plain)
+        guard case .usage(let plain, let plainAll) = try parse(["usage"]).command else { Issue.record("not usage"); return }
+        #expect(!plain && !plainAll)
         let inv = try parse(["usage", "--json", "--profile", "work", "-v"])
-        guard case .usage(let json) = inv.command else { Issue.record("not usage"); return }
-        #expect(json && inv.globals.profile.name == "work" && inv.globals.verbose)
+        guard case .usage(let json, let all) = inv.command else { Issue.record("not usage"); return }
+        #expect(json && !all && inv.globals.profile.name == "work" && inv.globals.verbose)
+        guard case .usage(let allJSON, let allAll) = try parse(["usage", "--all", "--json"]).command else { Issue.record("not usage"); return }
+        #expect(allJSON && allAll)
+        #expect(throws: CredentialError.usage("option --all given twice")) { try parse(["usage", "--all", "--all"]) }
         guard case .help(let verb) = try parse(["usage", "--help"]).command else { Issue.record("not help"); return }
         #expect(verb == "usage")
     }

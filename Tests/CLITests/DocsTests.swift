@@ -171,7 +171,8 @@ import Testing
         #expect(main.contains("CHATGPT_CREDENTIAL_BACKEND"))
         let verb = try #require(CommandLineSpec.verb("usage"))
         let help = CommandLineSpec.verbHelp(verb)
-        #expect(help.hasPrefix("Usage: chatgpt-credential [GLOBAL OPTIONS] usage [--json]\n"))
+        #expect(help.hasPrefix("Usage: chatgpt-credential [GLOBAL OPTIONS] usage [--json] [--all]\n"))
+        #expect(help.contains("--all") && help.contains("every profile found in either store"))
         #expect(help.contains("--json") && help.contains("$CHATGPT_CREDENTIAL_BACKEND/wham/usage"))
     }
 

@@ -32,6 +32,20 @@ import Glibc
         UsageRenderer(style: style, now: Self.now, localTime: Self.utc)
     }
 
+    /// `usage --all`: a heading per profile, the blocks a blank line apart, a failure in place.
+    @Test func blocksPerProfile() {
+        let empty = UsageReport(plan: nil, rateLimit: nil, credits: nil, additional: [])
+        let entries: [(String, Result<(UsageReport, String?), UsageRenderer.Failure>)] = [
+            ("alpha", .success((empty, "plus"))),
+            ("beta", .failure(.init(message: "not signed in\u{1b}[2J", exit: 3))),
+        ]
+        #expect(renderer(.plain).blocks(entries, storesUnreadable: false) == "alpha\nPlan: plus\nno limits reported\n\nbeta\nerror (exit 3): not signed in[2J\n")
+        #expect(renderer(.terminal(unicode: true)).blocks(entries, storesUnreadable: false).hasPrefix("\u{1b}[1malpha\u{1b}[0m\n\u{1b}[1mPlan:\u{1b}[0m plus\n"))
+        #expect(renderer(.terminal(unicode: true)).blocks(entries, storesUnreadable: false).hasSuffix("\n\u{1b}[1mbeta\u{1b}[0m\n\u{1b}[1;31merror\u{1b}[0m (exit 3): not signed in[2J\n"))
+        #expect(renderer(.plain).blocks([], storesUnreadable: false) == "No profiles signed in.\n")
+        #expect(renderer(.plain).blocks([], storesUnreadable: true) == "")
+    }
+
     @Test func plainLines() {
         #expect(renderer(.plain).text(Self.report, plan: "plus") == """
         Plan: plus

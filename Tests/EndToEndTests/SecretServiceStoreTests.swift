@@ -115,13 +115,14 @@ struct SecretServiceStoreTests {
 
             let probe = runStoreChild("probe", profile: name, env: bus.env)
             #expect(probe.result.hasPrefix("probe locked ") && probe.result.contains("locked"), "\(probe.result) \(probe.raw.stderr.suffix(800))")
-            for op in ["read", "write", "delete", "profiles"] {
+            for op in ["read", "write", "delete", "profiles", "lookup"] {
                 let child = runStoreChild(op, profile: name, secret: "new", env: bus.env)
                 #expect(child.result.hasPrefix("error 5 keyringLocked "), "\(op): \(child.result) \(child.raw.stderr.suffix(800))")
                 #expect(child.result.contains("locked") && child.result.contains("gnome-keyring-daemon --unlock"), "\(op): \(child.result)")
             }
             // A profile with no item at all is still "not found" on a locked keyring.
             #expect(runStoreChild("read", profile: uniqueProfile("absent"), env: bus.env).result == "nil")
+            #expect(runStoreChild("lookup", profile: uniqueProfile("absent"), env: bus.env).result == "nil")
         }
 
         // Session 3: unlock again; the item is untouched.
@@ -133,6 +134,7 @@ struct SecretServiceStoreTests {
             #expect(seen.items.count == 1, "items: \(seen.items) \(seen.raw.stderr)")
             #expect(seen.items.first?.secret == original)
             #expect(runStoreChild("read", profile: name, env: bus.env).result == "bytes " + original)
+            #expect(runStoreChild("lookup", profile: name, env: bus.env).result == "bytes " + original)
             #expect(runStoreChild("probe", profile: name, env: bus.env).result == "probe available")
         }
     }
@@ -147,7 +149,7 @@ struct SecretServiceStoreTests {
 
         var env = bus.env
         env["CHATGPT_CREDENTIAL_DBUS_TIMEOUT"] = "1"
-        for op in ["read", "write", "probe"] {
+        for op in ["read", "write", "probe", "lookup"] {
             let child = runStoreChild(op, profile: uniqueProfile("hang"), secret: "x", env: env)
             #expect(!child.raw.timedOut)
             if op == "probe" {
@@ -176,6 +178,7 @@ struct SecretServiceStoreTests {
         #expect(child.result.hasPrefix("error 5 storeUnavailable "), "\(child.result) \(child.raw.stderr.suffix(800))")
         #expect(child.ms < 1000, "took \(child.ms) ms")
         #expect(runStoreChild("probe", profile: "p", env: env).result.hasPrefix("probe unavailable "))
+        #expect(runStoreChild("lookup", profile: "p", env: env).result.hasPrefix("error 5 storeUnavailable "))
     }
 
     @Test("no session bus at all: unavailable at once, without touching libsecret")
@@ -245,6 +248,12 @@ struct SecretServiceChild {
         do {
             switch op {
             case "read": result = try store.readBytes(profile).map { "bytes " + String(decoding: $0, as: UTF8.self) } ?? "nil"
+            case "lookup": // the read-only lookup of a foreign item, here by the profile's attributes
+                if let found = try store.lookup(attributes: [("service", SecretServiceStore.serviceName), ("profile", profile.name)]) {
+                    result = "bytes " + found.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+                } else {
+                    result = "nil"
+                }
             case "write": try store.write(profile, bytes: Array((env["CCRED_STORE_SECRET"] ?? "").utf8)); result = "done"
             case "delete": result = "deleted \(try store.delete(profile))"
             case "profiles": result = "profiles " + (try store.profiles()).joined(separator: ",")

@@ -217,3 +217,52 @@ private extension String {
         return self
     }
 }
+
+/// Codex's keyring item name and its config switch.
+@Suite struct CodexKeyringTests {
+    @Test func accountIsCliAnd16HexDigitsOfTheSHA256OfThePath() {
+        // printf %s /home/ann/.codex | sha256sum
+        #expect(CodexKeyring.account(canonicalHome: "/home/ann/.codex") == "cli|" + String(CodexKeyringTests.sha("/home/ann/.codex").prefix(16)))
+        #expect(CodexKeyring.account(canonicalHome: "/a").count == 20)
+        #expect(CodexKeyring.account(canonicalHome: "/a") != CodexKeyring.account(canonicalHome: "/b"))
+    }
+
+    static func sha(_ s: String) -> String {
+        Sodium.sha256(Array(s.utf8)).map { b in String(b, radix: 16).count == 1 ? "0" + String(b, radix: 16) : String(b, radix: 16) }.joined()
+    }
+
+    @Test func knownDigest() {
+        // sha256("abc") = ba7816bf8f01cfea…
+        #expect(CodexKeyring.account(canonicalHome: "abc") == "cli|ba7816bf8f01cfea")
+    }
+
+    @Test(arguments: [
+        ("cli_auth_credentials_store = \"keyring\"\n", CodexKeyring.Mode.keyring),
+        ("cli_auth_credentials_store='auto'", .auto),
+        ("  cli_auth_credentials_store = \"file\" # comment\n", .file),
+        ("\"cli_auth_credentials_store\" = \"keyring\"", .keyring),
+        ("model = \"x\"\r\ncli_auth_credentials_store = \"keyring\"\r\n", .keyring),
+    ] as [(String, CodexKeyring.Mode)])
+    func modeIsRead(_ text: String, _ mode: CodexKeyring.Mode) {
+        #expect(CodexKeyring.mode(configTOML: text) == mode)
+    }
+
+    @Test(arguments: [
+        "",
+        "[profiles.a]\ncli_auth_credentials_store = \"keyring\"\n", // not top level
+        "cli_auth_credentials_store = keyring\n",                  // not a string
+        "cli_auth_credentials_store = \"keyring\" extra\n",        // trailing junk
+        "cli_auth_credentials_store = \"vault\"\n",                // unknown value
+        "# cli_auth_credentials_store = \"keyring\"\n",            // a comment
+        "cli_auth_credentials_store_x = \"keyring\"\n",
+    ])
+    func noModeOtherwise(_ text: String) {
+        #expect(CodexKeyring.mode(configTOML: text) == nil)
+    }
+
+    @Test func homeIsCODEX_HOMEElseDotCodex() {
+        #expect(CodexKeyring.home(env: ["CODEX_HOME": "/c", "HOME": "/h"]) == "/c")
+        #expect(CodexKeyring.home(env: ["CODEX_HOME": "", "HOME": "/h"]) == "/h/.codex")
+        #expect(CodexKeyring.home(env: [:]) == nil)
+    }
+}
