@@ -55,12 +55,12 @@ extension Runner {
         case .device:
             var flow = DeviceCodeFlow(client: client, console: console, interrupt: interrupt, profile: g.profile)
             flow.debug = { self.verbose(g, $0) }
-            try keep(try flow.run())
+            try flow.run(complete: keep)
         case .paste:
             let flow = PasteBackFlow(client: client, console: console, interrupt: interrupt, nonInteractive: g.nonInteractive,
                                      profile: g.profile)
             try flow.checkUsable()
-            try keep(try flow.run())
+            try flow.run(complete: keep)
         case .browser:
             var flow = BrowserFlow(client: client, console: console, interrupt: interrupt, environment: env,
                                    openBrowser: !g.nonInteractive, profile: g.profile)

@@ -143,16 +143,28 @@ extension CredentialOwner {
             }
         }
 
-        switch try refresher().refresh(refreshToken: current.document.refreshToken) {
-        case .rotated(let t):
+        // The spend-to-save window: from the moment the refresh token leaves until the rotated
+        // document is saved, SIGINT, SIGTERM, SIGHUP and SIGQUIT wait (SignalDeferral); the
+        // exchange and the save are bounded by their own deadlines.
+        let client = try refresher()
+        let spent = current.document.refreshToken
+        let outcome: Spend = try SignalDeferral.during {
+            let answer = client.refresh(refreshToken: spent)
+            guard case .rotated(let t) = answer else { return .answered(answer) }
             let received = now()
             let next = current.document.rotated(accessToken: t.accessToken, refreshToken: t.refreshToken, idToken: t.idToken,
                                                 expiresIn: t.expiresIn, now: received)
             backoff.clear()
-            var notices = try persistRotated(next, in: store, prepared: prepared, ifStill: version)
+            return .saved(next, try persistRotated(next, in: store, prepared: prepared, ifStill: version), received)
+        }
+
+        switch outcome {
+        case .saved(let next, var notices, let received):
             if let short = RefreshPolicy.afterRefresh(next, need, now: received) { notices.append(short) }
             return FreshCredential(document: next, notices: notices, refreshed: true)
-        case .rejected(let code):
+        case .answered(.rotated):
+            preconditionFailure("a rotation is always saved inside the window")
+        case .answered(.rejected(let code)):
             var marked = current.document
             marked.refreshRejected = code
             // Marked, so later gets stop asking the issuer; unless the document changed meanwhile,
@@ -161,12 +173,12 @@ extension CredentialOwner {
                 return answer
             }
             return try rejectedFallback(LocatedCredential(store: store, document: marked), need, code: code)
-        case .failed(let reason):
+        case .answered(.failed(let reason)):
             // Local (libcurl missing): not shared as a back-off, and exit 1 rather than 4.
             return try storedIfUsable(current.document, need, otherwise: .failure("could not refresh the token: \(reason)")) {
                 "notice: could not refresh the token (\(Sanitize.line(reason, limit: 120))); printing the stored one, which \($0)"
             }
-        case .unavailable(let reason, let retryAfter):
+        case .answered(.unavailable(let reason, let retryAfter)):
             backoff.record(reason: reason, retryAfter: retryAfter, now: now())
             return try transientFallback(current.document, need, reason: reason)
         }
@@ -204,6 +216,14 @@ extension CredentialOwner {
             }
         }
         return lost("\(store.location(for: profile)) (\(failure.message))")
+    }
+
+    /// What happened inside the spend-to-save window.
+    private enum Spend {
+        /// Rotated and saved (or the loss reported in the notices).
+        case saved(TokenDocument, [String], Int64)
+        /// Anything but a rotation: nothing to save.
+        case answered(RefreshResult)
     }
 
     // MARK: fallbacks
