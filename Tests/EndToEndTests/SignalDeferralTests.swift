@@ -262,6 +262,26 @@ import Glibc
         #expect(get.status == 0, "the sign-in was not saved: \(get.status) \(get.stderr)")
         #expect(get.stdout.hasPrefix("eyJ"))
     }
+
+    /// The paste-back sign-in: SIGHUP (the terminal closed) while the pasted code is exchanged.
+    @Test func pasteBackLoginExchangeDefersTheSignal() throws {
+        let f = try LoginFixture(["exchange_faults": [["delay": 2]]])
+        let live = try LiveRun(f.sandbox, ["login", "--no-browser"])
+        #expect(live.waitFor("press Enter"))
+        let paste = PasteBackLoginTests()
+        let url = try #require(paste.authorizeURL(in: live.stderr))
+        let address = try #require(paste.finalAddress(url, issuerPort: f.issuer.port))
+        live.send(address + "\n")
+        let deadline = Date().addingTimeInterval(15)
+        while try f.issuer.counter("faults_served") == 0 && Date() < deadline { usleep(5_000) }
+        usleep(1_000_000)
+        live.signal(SIGHUP)
+        let status = live.wait(timeout: 30)
+        #expect(status == 128 + SIGHUP, "\(String(describing: status)) \(live.stderr)")
+        #expect(try f.issuer.counter("code_exchanges") == 1)
+        let get = f.run(["get"])
+        #expect(get.status == 0, "the sign-in was not saved: \(get.status) \(get.stderr)")
+    }
 }
 
 /// The binary in the background with stdin from a file (or /dev/null), for signalling.
