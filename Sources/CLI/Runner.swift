@@ -42,7 +42,7 @@ public final class Runner {
         }
     }
 
-    /// A signal deferred during the spend-to-save window (man page, SIGNALS): the tokens are
+    /// A signal deferred during the spend-to-save window (man page, REFRESH): the tokens are
     /// saved; the run ends with 128 + its number and prints nothing more on stdout.
     struct DeferredSignal: Error {
         let signal: Int32

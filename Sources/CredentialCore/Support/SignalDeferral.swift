@@ -3,7 +3,7 @@ import CSystemShims
 import Glibc
 #endif
 
-/// The spend-to-save window (man page, "SIGNALS"): from the moment a single-use secret — a
+/// The spend-to-save window (man page, REFRESH, "Signals during a refresh"): from the moment a single-use secret — a
 /// refresh token, an authorization code — is sent to the issuer until the answer is saved,
 /// SIGINT, SIGTERM, SIGHUP and SIGQUIT are recorded instead of acted on, so the rotation the
 /// issuer has already made is not lost. The exchange and the save keep their own deadlines, so
