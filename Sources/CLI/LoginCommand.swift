@@ -65,13 +65,13 @@ extension Runner {
             flow.debug = { self.verbose(g, $0) }
             flow.clipboard = clipboard
             flow.width = console.errorWidth
-            try keep(try flow.run())
+            try flow.run(complete: keep)
         case .paste:
             var flow = PasteBackFlow(client: client, console: console, interrupt: interrupt, nonInteractive: g.nonInteractive,
                                      profile: g.profile)
             flow.width = console.errorWidth
             try flow.checkUsable()
-            try keep(try flow.run())
+            try flow.run(complete: keep)
         case .browser:
             var flow = BrowserFlow(client: client, console: console, interrupt: interrupt, environment: env,
                                    openBrowser: !g.nonInteractive, profile: g.profile)

@@ -18,7 +18,8 @@ public final class Runner {
         self.services = services
     }
 
-    /// Runs the invocation; every error becomes one stderr line and its exit code.
+    /// Runs the invocation; every error becomes one stderr line and its exit code. A signal that
+    /// arrived while a spent token's answer was being saved ends the run with 128 + its number.
     public func run(_ invocation: Invocation) -> Outcome {
         let g = invocation.globals
         do {
@@ -28,14 +29,34 @@ public final class Runner {
                 // A non-loopback http:// issuer is refused before anything could reach the network.
                 _ = try IssuerConfig.fromEnvironment(services.environment)
             }
-            return try dispatch(invocation.command, g)
+            let outcome = try dispatch(invocation.command, g)
+            return SignalDeferral.deferredSignal.map { DeferredSignal($0).outcome } ?? outcome
+        } catch let s as DeferredSignal {
+            return s.outcome
         } catch let e as CredentialError {
             report(e, g)
-            return .exit(e.exitCode)
+            return SignalDeferral.deferredSignal.map { DeferredSignal($0).outcome } ?? .exit(e.exitCode)
         } catch {
             console.err("chatgpt-credential: \(Sanitize.line("\(error)"))")
             return .exit(1)
         }
+    }
+
+    /// A signal deferred during the spend-to-save window (man page, REFRESH): the tokens are
+    /// saved; the run ends with 128 + its number and prints nothing more on stdout.
+    struct DeferredSignal: Error {
+        let signal: Int32
+        init(_ signal: Int32) { self.signal = signal }
+        var outcome: Outcome { .exit(128 + signal) }
+    }
+
+    /// Called once the owner has returned from anything that may have spent a token, before
+    /// anything is printed: a signal deferred meanwhile ends the run now.
+    /// `error`: what the owner threw, said on stderr (never stdout, whatever the wire) first.
+    func stopIfSignalled(after error: Error? = nil) throws {
+        guard let n = SignalDeferral.deferredSignal else { return }
+        if let e = error as? CredentialError { console.err("chatgpt-credential: " + e.message) }
+        throw DeferredSignal(n)
     }
 
     func report(_ e: CredentialError, _ g: GlobalOptions) {
@@ -104,10 +125,12 @@ public final class Runner {
     /// The profile's credential, fresh enough for `options` (refreshed through the owner when
     /// needed). Notices go to stderr; the caller prints the answer.
     func freshCredential(_ g: GlobalOptions, _ options: GetOptions) throws -> FreshCredential {
-        let fresh = try owner(g).fresh(options.freshness)
+        let fresh: FreshCredential
+        do { fresh = try owner(g).fresh(options.freshness) } catch { try stopIfSignalled(after: error); throw error }
         verbose(g, "profile \(g.profile.name) \(fresh.fromCache ? "answered from the access cache" : "read from its store"); expires \(Clock.rfc3339(fresh.document.expiresAt))")
         if fresh.refreshed { verbose(g, "refreshed; new token expires \(Clock.rfc3339(fresh.document.expiresAt))") }
         for n in fresh.notices { console.err("chatgpt-credential: " + n) }
+        try stopIfSignalled()
         return fresh
     }
 

@@ -63,9 +63,11 @@ extension Runner {
     /// token (the owner re-reads the store under the lock and returns what it finds).
     func usageToken(_ g: GlobalOptions, rejected: TokenDocument?) throws -> FreshCredential {
         guard let rejected else { return try freshCredential(g, GetOptions()) }
-        let fresh = try owner(g).freshAfterRejection(of: rejected.accessToken, Freshness())
+        let fresh: FreshCredential
+        do { fresh = try owner(g).freshAfterRejection(of: rejected.accessToken, Freshness()) } catch { try stopIfSignalled(after: error); throw error }
         if fresh.refreshed { verbose(g, "refreshed; new token expires \(Clock.rfc3339(fresh.document.expiresAt))") }
         for n in fresh.notices { console.err("chatgpt-credential: " + n) }
+        try stopIfSignalled()
         return fresh
     }
 }

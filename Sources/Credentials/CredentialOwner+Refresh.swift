@@ -143,16 +143,31 @@ extension CredentialOwner {
             }
         }
 
-        switch try refresher().refresh(refreshToken: current.document.refreshToken) {
-        case .rotated(let t):
+        // The spend-to-save window: from the moment the refresh token leaves until the rotated
+        // document is saved, SIGINT, SIGTERM, SIGHUP and SIGQUIT wait (SignalDeferral); the
+        // exchange and the save are bounded by their own deadlines.
+        let client = try refresher()
+        let spent = current.document.refreshToken
+        let outcome: Spend = try SignalDeferral.during {
+            let answer = client.refresh(refreshToken: spent)
+            guard case .rotated(let t) = answer else { return .answered(answer) }
             let received = now()
             let next = current.document.rotated(accessToken: t.accessToken, refreshToken: t.refreshToken, idToken: t.idToken,
                                                 expiresIn: t.expiresIn, now: received)
             backoff.clear()
-            var notices = try persistRotated(next, in: store, prepared: prepared, ifStill: version)
+            return .saved(next, try persistRotated(next, in: store, prepared: prepared, ifStill: version, spent: spent), received)
+        }
+
+        switch outcome {
+        case .saved(let next, var notices, let received):
             if let short = RefreshPolicy.afterRefresh(next, need, now: received) { notices.append(short) }
             return FreshCredential(document: next, notices: notices, refreshed: true)
-        case .rejected(let code):
+        case .answered(.rotated):
+            preconditionFailure("a rotation is always saved inside the window")
+        case .answered(.rejected(let code)):
+            // A reused token may mean a program that ignores the lock spent it a moment ago and is
+            // saving its rotation now: wait for that save (bounded) before marking anything.
+            if code == OAuthConstants.refreshTokenReused, let answer = try awaitSaveInFlight(current.document, need) { return answer }
             var marked = current.document
             marked.refreshRejected = code
             // Marked, so later gets stop asking the issuer; unless the document changed meanwhile,
@@ -161,12 +176,12 @@ extension CredentialOwner {
                 return answer
             }
             return try rejectedFallback(LocatedCredential(store: store, document: marked), need, code: code)
-        case .failed(let reason):
+        case .answered(.failed(let reason)):
             // Local (libcurl missing): not shared as a back-off, and exit 1 rather than 4.
             return try storedIfUsable(current.document, need, otherwise: .failure("could not refresh the token: \(reason)")) {
                 "notice: could not refresh the token (\(Sanitize.line(reason, limit: 120))); printing the stored one, which \($0)"
             }
-        case .unavailable(let reason, let retryAfter):
+        case .answered(.unavailable(let reason, let retryAfter)):
             backoff.record(reason: reason, retryAfter: retryAfter, now: now())
             return try transientFallback(current.document, need, reason: reason)
         }
@@ -175,10 +190,14 @@ extension CredentialOwner {
     /// Saves the rotated document: through the reservation; under `auto`, to the other store when
     /// that fails. The new access token is printed either way; the notices say what was lost.
     private func persistRotated(_ next: TokenDocument, in store: CredentialStore, prepared: PreparedWrite,
-                                ifStill version: [UInt8]?) throws -> [String] {
+                                ifStill version: [UInt8]?, spent: SecretToken) throws -> [String] {
         let failure: CredentialError
         do {
             if try write(next, to: store, ifStill: version, through: prepared) { return [] }
+            // What changed may only be the spent token's own document (a program that ignores the
+            // lock marked it rejected, or dropped its access token): the rotation replaces it, as
+            // it holds the only live refresh token.
+            if try replaceSpent(with: next, in: store, spent: spent, through: prepared) { return [] }
             // Changed behind the lock's back (another program replaced or deleted it): not overwritten.
             return ["notice: the stored credential was changed by another program during the refresh; the refreshed tokens were not saved over it"]
         } catch let e as CredentialError {
@@ -204,6 +223,49 @@ extension CredentialOwner {
             }
         }
         return lost("\(store.location(for: profile)) (\(failure.message))")
+    }
+
+    /// What happened inside the spend-to-save window.
+    private enum Spend {
+        /// Rotated and saved (or the loss reported in the notices).
+        case saved(TokenDocument, [String], Int64)
+        /// Anything but a rotation: nothing to save.
+        case answered(RefreshResult)
+    }
+
+    /// Writes the rotation over what is stored when that still holds the refresh token just
+    /// spent (rejected or not); a document with another refresh token (a new sign-in, another
+    /// rotation) or none (erased) is left alone. True when written.
+    private func replaceSpent(with next: TokenDocument, in store: CredentialStore, spent: SecretToken,
+                              through prepared: PreparedWrite) throws -> Bool {
+        for _ in 0..<3 { // a writer that keeps changing it gets the last word, reported
+            let seen = try store.version(profile)
+            guard seen != nil, let stored = try? store.load(profile), stored.refreshToken == spent else { return false } // constant time
+            if try write(next, to: store, ifStill: seen, through: prepared) { return true }
+        }
+        return false
+    }
+
+    /// After `refresh_token_reused`: re-reads the store for up to `reuseGrace` seconds, in case
+    /// whoever spent the token is saving its rotation right now. The answer from what it saved
+    /// (an erasure or a rejection mark included) once the stored refresh token is no longer the
+    /// spent one; nil when it still is at the deadline (or the store cannot be read).
+    private func awaitSaveInFlight(_ spent: TokenDocument, _ need: Freshness) throws -> FreshCredential? {
+        let deadline = Clock.monotonicMillis() + Int64(reuseGrace * 1000)
+        while true {
+            let stored: LocatedCredential?
+            do { stored = try selector.locate(profile) } catch { return nil }
+            if stored?.document.refreshToken != spent.refreshToken { // constant time; nil: erased
+                let (current, answer) = try reread(spent, need)
+                if let answer { return answer }
+                return try storedIfUsable(current.document, need, otherwise: .temporary("another program refreshed the token at the same time and its token is not fresh enough; try again")) {
+                    "notice: another program refreshed the token at the same time; printing what it saved, which \($0)"
+                }
+            }
+            let left = deadline - Clock.monotonicMillis()
+            if left <= 0 { return nil }
+            _ = Waiter.sleep(Double(min(left, 100)) / 1000, interrupt: nil)
+        }
     }
 
     // MARK: fallbacks

@@ -31,6 +31,9 @@ package final class CredentialOwner {
     let refresher: () throws -> TokenRefreshing
     /// The access cache, mirrored under the lock after every change; nil: none.
     let cache: CredentialCache?
+    /// After `refresh_token_reused`, how long to watch the store for the rotation of whoever
+    /// spent the token (a program that ignores the lock) before marking the credential rejected.
+    package var reuseGrace: Double = 2.5
     /// Told of every change, under the lock, before it is released.
     package var observe: (CredentialChange) -> Void = { _ in }
 

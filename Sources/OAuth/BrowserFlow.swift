@@ -124,8 +124,10 @@ public struct BrowserFlow {
                 return (R(status: 400, html: LoopbackListener.page("Bad request", "The answer carries no authorization code.")), .keepServing)
             }
             do {
-                let grant = try client.exchangeCode(code: code, verifier: pkce.verifier, redirectURI: redirectURI)
-                try complete(grant)
+                // The spend-to-save window: a signal waits until the grant is saved.
+                try SignalDeferral.during {
+                    try complete(try client.exchangeCode(code: code, verifier: pkce.verifier, redirectURI: redirectURI))
+                }
                 outcome = .success(())
                 return (R(status: 200, html: LoopbackListener.page("Signed in",
                         "chatgpt-credential is signed in to ChatGPT. You can close this tab and return to the terminal.")), .stop)

@@ -38,7 +38,16 @@ public struct DeviceCodeFlow {
         .loginFailed("the device code expired before the sign-in was approved; nothing was stored; run '\(profile.loginCommand)' again")
     }
 
+    /// The grant, without saving it (tests); `login` saves through `run(complete:)`.
     public func run() throws -> TokenGrant {
+        var grant: TokenGrant?
+        try run { grant = $0 }
+        return grant!
+    }
+
+    /// Polls until approved, then exchanges the code and hands the grant to `complete` (which
+    /// saves it), both inside the spend-to-save window: a signal waits until it is saved.
+    public func run(complete: (TokenGrant) throws -> Void) throws {
         let device = try client.requestDeviceCode(for: profile)
         let lifetime = min(self.lifetime, device.expiresIn.map(Double.init) ?? self.lifetime)
         show(device, lifetime: lifetime)
@@ -84,7 +93,10 @@ public struct DeviceCodeFlow {
             case .denied(let reason):
                 throw CredentialError.loginFailed("the sign-in was declined (\(Sanitize.line(reason, limit: 80))); nothing was stored")
             case .approved(let code, let verifier):
-                return try client.exchangeCode(code: code, verifier: verifier, redirectURI: client.config.deviceRedirectURI)
+                try SignalDeferral.during {
+                    try complete(try client.exchangeCode(code: code, verifier: verifier, redirectURI: client.config.deviceRedirectURI))
+                }
+                return
             }
         }
     }

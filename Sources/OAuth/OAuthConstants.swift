@@ -32,6 +32,9 @@ public enum OAuthConstants {
 
     /// Refresh when the access token expires within this many seconds (or `--min-ttl`, if larger).
 
+    /// The refresh token was spent already: by another program, perhaps one still saving its rotation.
+    public static let refreshTokenReused = "refresh_token_reused"
+
     /// Permanent refresh failures: the person must sign in again.
     public static let permanentRefreshErrors: Set<String> = [
         "refresh_token_expired", "refresh_token_reused", "refresh_token_invalidated",

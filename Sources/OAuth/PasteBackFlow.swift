@@ -36,7 +36,16 @@ public struct PasteBackFlow {
         }
     }
 
+    /// The grant, without saving it (tests); `login` saves through `run(complete:)`.
     public func run() throws -> TokenGrant {
+        var grant: TokenGrant?
+        try run { grant = $0 }
+        return grant!
+    }
+
+    /// Reads the pasted address, then exchanges the code and hands the grant to `complete` (which
+    /// saves it), both inside the spend-to-save window: a signal waits until it is saved.
+    public func run(complete: (TokenGrant) throws -> Void) throws {
         try checkUsable()
         var tty: Int32 = -1
         if console.stdinIsTerminal {
@@ -83,7 +92,9 @@ public struct PasteBackFlow {
             }
             if let problem = callback.refusal { throw problem }
             guard let code = callback.codeToken else { throw Self.garbage }
-            return try client.exchangeCode(code: code, verifier: pkce.verifier, redirectURI: redirectURI)
+            return try SignalDeferral.during {
+                try complete(try client.exchangeCode(code: code, verifier: pkce.verifier, redirectURI: redirectURI))
+            }
         }
     }
 

@@ -89,7 +89,10 @@ for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
 // Secrets must never land in a core file: no dumps, not ptrace-attachable by other users.
 _ = cs_harden_process()
 // A closed pipe (`get | head -c0`) must be an error return, not a silent kill mid-write.
-signal(SIGPIPE, SIG_IGN)
+let inheritedSIGPIPE = signal(SIGPIPE, SIG_IGN)
+// What `exec`'s program gets back: the signal mask this process started with.
+var inheritedMask = sigset_t()
+pthread_sigmask(SIG_SETMASK, nil, &inheritedMask)
 
 var environment: [String: String] = [:]
 var envp = environ
@@ -125,6 +128,10 @@ case .replaceProcess(let argv, let env):
     // exec: the child gets the tokens in its environment, never in argv.
     for (k, v) in env { setenv(k, v, 1) }
     cs_restore_core_limit() // the child is the user's program: its core-dump limit is its own
+    // …and so are its signals: SIGPIPE as the caller left it, the mask it started with. (No
+    // spend-to-save window is open here: the owner closed it before `get`'s answer was made.)
+    signal(SIGPIPE, inheritedSIGPIPE)
+    pthread_sigmask(SIG_SETMASK, &inheritedMask, nil)
     var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) }
     cargs.append(nil)
     execvp(argv[0], &cargs)

@@ -50,10 +50,15 @@ final class OwnerWorld {
                       probe: { self.secretService.locked ? .locked("locked") : .available })
     }
 
+    /// How long a `refresh_token_reused` answer waits for a save in flight (short: most tests have none).
+    var reuseGrace = 0.1
+
     func owner(_ r: ScriptedRefresher, lockPath: Bool = true) -> CredentialOwner {
-        CredentialOwner(profile: profile, selector: selector(),
-                        lock: ProfileLock(profile: profile, path: lockPath ? lockDirectory + "/default.lock" : nil, timeout: 5),
-                        now: { self.now }, refresher: { r })
+        let o = CredentialOwner(profile: profile, selector: selector(),
+                                lock: ProfileLock(profile: profile, path: lockPath ? lockDirectory + "/default.lock" : nil, timeout: 5),
+                                now: { self.now }, refresher: { r })
+        o.reuseGrace = reuseGrace
+        return o
     }
 
     /// A document whose access token expires in `expiresIn` seconds, last refreshed an hour ago.
@@ -323,6 +328,119 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         let fresh = try w.owner(r).fresh(Freshness())
         #expect(fresh.document == rotated)
         #expect(try w.stored()?.refreshRejected == nil)
+    }
+}
+
+/// When two writers meet anyway (a program that ignores the lock): scripted interleavings of
+/// another writer's save with our refresh (man page, "When two writers meet").
+@Suite struct TwoWritersTests {
+    /// The other writer spent rt-0 first and failed; its rejection mark on rt-0 lands while our
+    /// refresh of rt-0 is at the issuer. Our rotation holds the only live token: it is saved.
+    @Test func aRotationReplacesARejectionMarkOnTheTokenItSpent() throws {
+        let w = OwnerWorld()
+        let seeded = try w.seed(expiresIn: 100)
+        var marked = seeded
+        marked.refreshRejected = "refresh_token_reused"
+        let r = ScriptedRefresher([rotation(expiresIn: 3600)])
+        r.during = { try? w.file.save(marked, for: w.profile) }
+        let fresh = try w.owner(r).fresh(Freshness())
+        #expect(fresh.refreshed && fresh.notices.isEmpty, "\(fresh.notices)")
+        let stored = try #require(try w.stored())
+        #expect(stored.refreshToken == "rt-1")
+        #expect(stored.refreshRejected == nil)
+        #expect(stored == fresh.document)
+    }
+
+    /// The same when the other writer only dropped the spent token's access token (git erase).
+    @Test func aRotationReplacesTheSpentTokensDocumentWhateverElseChanged() throws {
+        let w = OwnerWorld()
+        var dropped = try w.seed(expiresIn: 100)
+        dropped.accessToken = SecretToken()
+        dropped.expiresAt = 0
+        let r = ScriptedRefresher([rotation(expiresIn: 3600)])
+        r.during = { try? w.file.save(dropped, for: w.profile) }
+        let fresh = try w.owner(r).fresh(Freshness())
+        #expect(try w.stored()?.refreshToken == "rt-1")
+        #expect(try w.stored() == fresh.document)
+    }
+
+    /// A rejection mark on a token other than the one spent (an older sign-in) is not ours to replace.
+    @Test func aRotationDoesNotReplaceAMarkOnAnotherToken() throws {
+        let w = OwnerWorld()
+        try w.seed(expiresIn: 100)
+        var other = TokenDocument.fromTokens(accessToken: jwt(exp: w.now + 60), refreshToken: "rt-other", idToken: nil, now: w.now)
+        other.refreshRejected = "refresh_token_expired"
+        let r = ScriptedRefresher([rotation(expiresIn: 3600)])
+        r.during = { try? w.file.save(other, for: w.profile) }
+        let fresh = try w.owner(r).fresh(Freshness())
+        #expect(fresh.notices.first?.contains("changed by another program") == true)
+        #expect(try w.stored() == other)
+    }
+
+    /// Our rt-0 is answered `refresh_token_reused` because the other writer spent it a moment
+    /// before; its rotation (rt-9) lands on the third read after the answer. Nothing is marked;
+    /// its token is the answer.
+    @Test func aReusedAnswerWaitsForTheSaveInFlight() throws {
+        let w = OwnerWorld()
+        w.reuseGrace = 2.5
+        try w.seed(expiresIn: -10)
+        let theirs = TokenDocument.fromTokens(accessToken: jwt(exp: w.now + 3600, account: "acct-theirs"), refreshToken: "rt-9", idToken: nil, now: w.now)
+        let r = ScriptedRefresher([.rejected(code: "refresh_token_reused")])
+        var reads = 0
+        r.during = {
+            w.file.beforeRead = {
+                reads += 1
+                if reads == 3 { try? w.file.save(theirs, for: w.profile) }
+            }
+        }
+        let started = Clock.monotonicMillis()
+        let fresh = try w.owner(r).fresh(Freshness())
+        #expect(fresh.document == theirs && !fresh.refreshed)
+        #expect(try w.stored() == theirs)
+        #expect(try w.stored()?.refreshRejected == nil)
+        #expect(reads >= 3)
+        #expect(Clock.monotonicMillis() - started < 2000, "it waited for the whole grace although the save had landed")
+        #expect(r.seen.count == 1)
+    }
+
+    /// Nobody is saving: after the bounded wait the credential is marked rejected (exit 3).
+    @Test func aReusedAnswerWithNoSaveInFlightIsMarkedAfterABoundedWait() throws {
+        let w = OwnerWorld()
+        w.reuseGrace = 0.5
+        try w.seed(expiresIn: -10)
+        let r = ScriptedRefresher([.rejected(code: "refresh_token_reused")])
+        let started = Clock.monotonicMillis()
+        #expect(throws: CredentialError.refreshRejected(profile: "default", code: "refresh_token_reused")) {
+            try w.owner(r).fresh(Freshness())
+        }
+        let waited = Clock.monotonicMillis() - started
+        #expect(waited >= 500 && waited < 2000, "waited \(waited) ms")
+        #expect(try w.stored()?.refreshRejected == "refresh_token_reused")
+    }
+
+    /// Other permanent answers (expired, invalidated) have no writer to wait for: marked at once.
+    @Test func anExpiredAnswerIsMarkedWithoutWaiting() throws {
+        let w = OwnerWorld()
+        w.reuseGrace = 5
+        try w.seed(expiresIn: -10)
+        let r = ScriptedRefresher([.rejected(code: "refresh_token_expired")])
+        let started = Clock.monotonicMillis()
+        #expect(throws: CredentialError.refreshRejected(profile: "default", code: "refresh_token_expired")) {
+            try w.owner(r).fresh(Freshness())
+        }
+        #expect(Clock.monotonicMillis() - started < 1000)
+        #expect(try w.stored()?.refreshRejected == "refresh_token_expired")
+    }
+
+    /// The other writer's save lands while we wait, but it erased the credential: erased stays erased.
+    @Test func aReusedAnswerThenAnErasureIsNotSignedIn() throws {
+        let w = OwnerWorld()
+        w.reuseGrace = 2.5
+        try w.seed(expiresIn: -10)
+        let r = ScriptedRefresher([.rejected(code: "refresh_token_reused")])
+        r.during = { w.file.beforeRead = { _ = try? w.file.delete(w.profile) } }
+        #expect(throws: CredentialError.notSignedIn(profile: "default")) { try w.owner(r).fresh(Freshness()) }
+        #expect(try w.stored() == nil)
     }
 }
 

@@ -13,6 +13,8 @@ public final class MemoryStore: CredentialStore {
     public var notAnswering = false
     /// Writes fail as on a full disk (reads still work).
     public var full = false
+    /// Runs before every read: a scripted writer that acts between two reads of the owner.
+    public var beforeRead: () -> Void = {}
     public init(kind: StoreKind = .file) { self.kind = kind }
     public func location(for profile: Profile) -> String { "memory:\(kind.rawValue):\(profile.name)" }
 
@@ -22,6 +24,7 @@ public final class MemoryStore: CredentialStore {
     }
 
     public func read(_ profile: Profile) throws -> SecretBytes? {
+        beforeRead()
         try check()
         guard let bytes = items[profile.name] else { return nil }
         return SecretBytes(copying: bytes)

@@ -14,5 +14,15 @@ void cs_restore_core_limit(void);
    NULL outside 0..argc-1. */
 int cs_argc(void);
 const char *cs_argv(int index);
+/* The spend-to-save window: from _begin until the matching _end, SIGINT, SIGTERM, SIGHUP and
+   SIGQUIT (those not ignored) are recorded instead of acted on; the first one is kept. With
+   announce_on_stderr, the handler says once on stderr that the save is being finished. Nested
+   calls are counted; the outermost _end puts the previous dispositions back. */
+void cs_defer_signals_begin(int announce_on_stderr);
+void cs_defer_signals_end(void);
+/* The first signal recorded in any window of this process, or 0. */
+int cs_deferred_signal(void);
+/* How many windows are open (0 outside). */
+int cs_defer_signals_depth(void);
 
 #endif

@@ -23,6 +23,13 @@ final class LiveRun: @unchecked Sendable {
         process.standardInput = stdinPipe
         process.standardError = errPipe
         process.standardOutput = outPipe
+        // The test runner's threads block most signals and a child inherits the starting
+        // thread's mask: start the binary as a shell would, with the ones it handles unblocked.
+        var unblock = sigset_t(), previous = sigset_t()
+        sigemptyset(&unblock)
+        for s in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] { sigaddset(&unblock, s) }
+        pthread_sigmask(SIG_UNBLOCK, &unblock, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
         try process.run()
         let handle = errPipe.fileHandleForReading
         DispatchQueue.global().async {
@@ -64,6 +71,8 @@ final class LiveRun: @unchecked Sendable {
     func closeStdin() { try? stdinPipe.fileHandleForWriting.close() }
 
     func interrupt() { kill(process.processIdentifier, SIGINT) }
+
+    func signal(_ n: Int32) { kill(process.processIdentifier, n) }
 
     /// The exit status, or nil after `timeout` (the process is then killed).
     func wait(timeout: Double = 30) -> Int32? {
