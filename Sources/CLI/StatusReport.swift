@@ -43,7 +43,7 @@ struct StatusReport {
         return d.hasAccessToken ? RefreshPolicy.nextRefresh(d) : now
     }
 
-    /// The man page's words for the two times, shared by the text and the single-line list.
+    /// The text lines for the two times (man page, `status`).
     var lastRefreshText: String {
         guard let d = document else { return "" }
         if d.lastRefresh > 0 { return "\(Clock.rfc3339(d.lastRefresh)) (\(TimeSpan.span(max(0, now - d.lastRefresh))) ago)" }
