@@ -7,6 +7,14 @@ MANDIR      := $(DESTDIR)$(PREFIX)/share/man/man1
 BASHCOMPDIR := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  := $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+# systemd user units (systemd/): where the user manager looks for PREFIX=/usr and /usr/local;
+# for PREFIX=~/.local give USERUNITDIR=~/.local/share/systemd/user (~/.local/lib is not searched).
+# Their ExecStart names UNIT_BINDIR/chatgpt-credential, substituted at install time (*.in).
+USERUNITDIR ?= $(PREFIX)/lib/systemd/user
+UNIT_BINDIR ?= $(PREFIX)/bin
+UNITDIR     := $(DESTDIR)$(USERUNITDIR)
+UNITS       := chatgpt-credential.socket chatgpt-credential.service \
+               chatgpt-credential-refresh.timer chatgpt-credential-refresh.service
 # Release builds link the Swift runtime statically: ~2 ms of process start instead of ~6+.
 # libstdc++ (which the Swift runtime needs) is linked statically too: the swift driver's own
 # `-lstdc++` finds $(STATIC_LIB_DIR)/libstdc++.a first, a -L directory that holds only GCC's
@@ -35,10 +43,10 @@ RELEASE_BIN  = $(shell $(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)/chatgpt-
 APT_PACKAGES := libsecret-1-dev libsodium-dev libcurl4-openssl-dev pkg-config \
                 dbus dbus-x11 gnome-keyring libsecret-tools age git python3 python3-dbus \
                 python3-dockerpycreds golang-docker-credential-helpers \
-                mandoc man-db zsh fish hyperfine procps util-linux time openssl bash-completion strace \
+                mandoc man-db zsh fish hyperfine procps util-linux time openssl bash-completion strace systemd \
                 dpkg-dev binutils lintian mmdebstrap debian-archive-keyring mount keyutils
 
-.PHONY: help setup deps apt-packages build release run test test-unit bench bench-smoke demo install uninstall lint-man fuzz fuzz-smoke clean \
+.PHONY: help setup deps apt-packages build release run test test-unit bench bench-smoke demo install install-units uninstall lint-man fuzz fuzz-smoke clean \
         version deb dist lint-deb test-package
 
 help:
@@ -49,7 +57,7 @@ help:
 	@echo "make demo       an offline walk-through against the local test issuer"
 	@echo "make bench      benchmarks against the C reference helpers -> bench/results.md"
 	@echo "make fuzz       every libFuzzer target for FUZZ_SECONDS (60) each; fuzz-smoke: 10 s each"
-	@echo "make install    PREFIX=/usr/local DESTDIR= ; make uninstall reverses it"
+	@echo "make install    PREFIX=/usr/local DESTDIR= ; make uninstall reverses it (install-units: the systemd user units alone)"
 	@echo "make deb        dist/chatgpt-credential_VERSION_ARCH.deb (dpkg-deb; no Swift needed to install it)"
 	@echo "make dist       the .deb, dist/chatgpt-credential-VERSION-linux-ARCH.tar.gz and dist/SHA256SUMS"
 	@echo "make lint-deb   lintian on the .deb (fails on errors and on warnings not overridden)"
@@ -120,7 +128,7 @@ fuzz:
 fuzz-smoke:
 	fuzz/run.sh 10
 
-install: release
+install: release install-units
 	install -d $(BINDIR) $(MANDIR) $(BASHCOMPDIR) $(ZSHCOMPDIR) $(FISHCOMPDIR)
 	install -m 0755 $(RELEASE_BIN) $(BINDIR)/chatgpt-credential
 	ln -sf chatgpt-credential $(BINDIR)/git-credential-chatgpt
@@ -132,11 +140,23 @@ install: release
 	install -m 0644 completions/_chatgpt-credential $(ZSHCOMPDIR)/_chatgpt-credential
 	install -m 0644 completions/chatgpt-credential.fish $(FISHCOMPDIR)/chatgpt-credential.fish
 
+# The systemd user units alone (no build): installed, never enabled (man page, KEEP AN IDLE SIGN-IN ALIVE).
+install-units:
+	install -d $(UNITDIR)
+	@set -e; for u in $(UNITS); do \
+	    if [ -f systemd/$$u.in ]; then \
+	        sed 's|@BINDIR@|$(UNIT_BINDIR)|g' systemd/$$u.in > $(UNITDIR)/$$u.tmp; \
+	        chmod 0644 $(UNITDIR)/$$u.tmp; mv -f $(UNITDIR)/$$u.tmp $(UNITDIR)/$$u; \
+	    else \
+	        install -m 0644 systemd/$$u $(UNITDIR)/$$u; \
+	    fi; \
+	done
+
 uninstall:
 	rm -f $(BINDIR)/chatgpt-credential $(BINDIR)/git-credential-chatgpt $(BINDIR)/docker-credential-chatgpt \
 	      $(MANDIR)/chatgpt-credential.1 $(MANDIR)/git-credential-chatgpt.1 $(MANDIR)/docker-credential-chatgpt.1 \
 	      $(BASHCOMPDIR)/chatgpt-credential $(ZSHCOMPDIR)/_chatgpt-credential \
-	      $(FISHCOMPDIR)/chatgpt-credential.fish
+	      $(FISHCOMPDIR)/chatgpt-credential.fish $(addprefix $(UNITDIR)/,$(UNITS))
 
 # Packages (scripts/package says why dpkg-deb). Both are staged by `make install` into .build/stage,
 # so the three ways to install put the same files in the same places (Debian's zsh directory for
@@ -161,7 +181,8 @@ deb: release
 
 dist: deb
 	rm -rf $(STAGE)/tar
-	@$(MAKE) --no-print-directory install PREFIX= DESTDIR=$(STAGE)/tar/chatgpt-credential-$(VERSION) >/dev/null
+	@$(MAKE) --no-print-directory install PREFIX= DESTDIR=$(STAGE)/tar/chatgpt-credential-$(VERSION) \
+	    USERUNITDIR=/share/systemd/user UNIT_BINDIR=%h/.local/bin >/dev/null
 	scripts/package dist $(STAGE)/tar $(VERSION) $(ARCH) $(DIST)
 
 lint-deb: deb

@@ -121,7 +121,7 @@ class Issuer:
 
 def file_entry(work, profile):
     """The description of a profile's entry for its encrypted file under the bench's data home."""
-    return f"chatgpt-credential:v1:{profile}:file:{work}/data/chatgpt-credential/{profile}.age"
+    return f"chatgpt-credential:v2:{profile}:file:{work}/data/chatgpt-credential/{profile}.age"
 
 
 def entry_serial(description):

@@ -19,7 +19,7 @@ _chatgpt_credential_profiles()
 _chatgpt_credential()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev= prefix=
-    local verbs="login get store erase status usage exec help"
+    local verbs="login get store erase status usage refresh exec help"
     local globals="--profile --store --protocol --non-interactive --verbose -v --no-cache --version --help -h"
     (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}
     COMPREPLY=()
@@ -73,7 +73,7 @@ _chatgpt_credential()
         --store) values="auto secret-service file" ;;
         --protocol) values="plain git docker" ;;
         --profile) values=$(_chatgpt_credential_profiles) ;;
-        --min-ttl) return 0 ;;
+        --min-ttl|--if-idle) return 0 ;;
         --from-codex)
             # An optional PATH: offer files unless the word looks like the next option.
             if [[ $verb == store && ( -n $prefix || $cur != -* ) ]]; then
@@ -99,6 +99,7 @@ _chatgpt_credential()
         erase) opts+=" --no-revoke" ;;
         status) opts+=" --json --all" ;;
         usage) opts+=" --json --all" ;;
+        refresh) opts+=" --all --if-idle" ;;
         exec) opts+=" --" ;;
     esac
 

@@ -73,9 +73,10 @@ complete -c $c -n __chatgpt_credential_no_verb -a store -d 'store a credential r
 complete -c $c -n __chatgpt_credential_no_verb -a erase -d 'revoke and remove the stored credential'
 complete -c $c -n __chatgpt_credential_no_verb -a status -d 'show who is signed in (no secrets)'
 complete -c $c -n __chatgpt_credential_no_verb -a usage -d 'show the plan and rate-limit windows'
+complete -c $c -n __chatgpt_credential_no_verb -a refresh -d 'refresh now (all, or only idle ones)'
 complete -c $c -n __chatgpt_credential_no_verb -a exec -d 'run CMD with the token in its environment'
 complete -c $c -n __chatgpt_credential_no_verb -a help -d 'show help for a verb'
-complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status usage exec help'
+complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status usage refresh exec help'
 
 # Global options, before or after the verb (not after exec's --).
 set -l g 'not __chatgpt_credential_in_exec_command'
@@ -116,6 +117,10 @@ complete -c $c -n '__chatgpt_credential_verb_is status' -l all -d 'every profile
 # usage
 complete -c $c -n '__chatgpt_credential_verb_is usage' -l json -d 'plan, windows, credits as JSON'
 complete -c $c -n '__chatgpt_credential_verb_is usage' -l all -d 'every profile, side by side'
+
+# refresh
+complete -c $c -n '__chatgpt_credential_verb_is refresh' -l all -d 'every profile in either store'
+complete -c $c -n '__chatgpt_credential_verb_is refresh' -l if-idle -x -d 'only profiles idle this many days (1-365)'
 
 # exec -- CMD ARG…
 complete -c $c -n '__chatgpt_credential_verb_is exec; and not __chatgpt_credential_in_exec_command' -a -- -d 'the command follows'

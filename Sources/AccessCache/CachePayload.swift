@@ -8,12 +8,18 @@ public struct AccessCacheEntry: Sendable, Equatable {
     public var idToken: SecretToken
     /// Unix seconds, as in `TokenDocument.expiresAt`.
     public var expiresAt: Int64
+    /// Unix seconds, as in `TokenDocument.lastRefresh` and `.storedAt` (0: unknown): what the
+    /// idle rule counts from, so an entry never hides it, and what `status` shows.
+    public var lastRefresh: Int64
+    public var storedAt: Int64
     public var email: String
     public var plan: String
 
-    public init(accessToken: SecretToken, accountId: String, idToken: SecretToken, expiresAt: Int64, email: String, plan: String) {
+    public init(accessToken: SecretToken, accountId: String, idToken: SecretToken, expiresAt: Int64,
+                lastRefresh: Int64 = 0, storedAt: Int64 = 0, email: String, plan: String) {
         self.accessToken = accessToken; self.accountId = accountId; self.idToken = idToken
-        self.expiresAt = expiresAt; self.email = email; self.plan = plan
+        self.expiresAt = expiresAt; self.lastRefresh = lastRefresh; self.storedAt = storedAt
+        self.email = email; self.plan = plan
     }
 
     /// The entry for a stored document, or nil when the document must not be answered from a
@@ -22,27 +28,40 @@ public struct AccessCacheEntry: Sendable, Equatable {
     public init?(cacheable document: TokenDocument) {
         guard document.hasAccessToken, document.refreshRejected == nil else { return nil }
         self.init(accessToken: document.accessToken, accountId: document.accountId, idToken: document.idToken,
-                  expiresAt: document.expiresAt, email: document.email, plan: document.plan)
+                  expiresAt: document.expiresAt, lastRefresh: document.lastRefresh, storedAt: document.storedAt,
+                  email: document.email, plan: document.plan)
     }
 
-    /// True when the access token is valid for at least `minTTL` more seconds: what `get` asks
-    /// of a token before printing it without a refresh (`max(300, --min-ttl)`).
+    /// True when the access token is valid for at least `minTTL` more seconds — what `get` asks
+    /// of a token before printing it without a refresh (`max(300, --min-ttl)`) — and the idle
+    /// rule does not ask for a refresh (man page, REFRESH): an entry never hides either.
     public func isFresh(minTTL: Int64, now: Int64) -> Bool {
         let (remaining, overflow) = expiresAt.subtractingReportingOverflow(now)
-        return !overflow && remaining >= minTTL
+        return !overflow && remaining >= minTTL && !idleDocument.isIdle(now: now)
+    }
+
+    /// The times the idle rule reads, as a document (no tokens).
+    private var idleDocument: TokenDocument {
+        TokenDocument(accessToken: SecretToken(), refreshToken: SecretToken(), lastRefresh: lastRefresh, storedAt: storedAt)
     }
 }
 
-/// The payload format of an entry, version 1 — the one place that turns an entry into bytes and
+/// The payload format of an entry, version 2 — the one place that turns an entry into bytes and
 /// back. Big-endian, no padding:
 ///
-///     "CCA" 0x01        magic and version (4 bytes)
+///     "CCA" 0x02        magic and version (4 bytes)
 ///     expires_at        Int64, Unix seconds (8 bytes)
+///     last_refresh      Int64, Unix seconds, 0 when unknown (8 bytes)
+///     stored_at         Int64, Unix seconds, 0 unless stored without a known last refresh (8 bytes)
 ///     5 × (UInt16 length, UTF-8 bytes)   access_token, account_id, id_token, email, plan
 ///
+/// Version 1 (without the two times) is not read: such an entry is a miss and is replaced by
+/// the next fill, so an older binary's entry cannot hide the idle rule.
 /// Nothing may follow the last field. The kernel holds at most 32767 bytes in a `user` key.
 enum CachePayload {
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
+    /// The three times: expires_at, last_refresh, stored_at.
+    static let timesCount = 3
     static let magic: [UInt8] = [UInt8(ascii: "C"), UInt8(ascii: "C"), UInt8(ascii: "A"), version]
     /// The `user` key type's limit (security/keys/user_defined.c).
     static let maxBytes = 32767
@@ -51,12 +70,14 @@ enum CachePayload {
     /// nil when it would not fit in a key.
     static func build(_ entry: AccessCacheEntry) -> SecretBytes? {
         let names = [entry.accountId, entry.email, entry.plan]
-        let total = magic.count + 8 + 2 + entry.accessToken.count + 2 + entry.idToken.count + names.reduce(0) { $0 + 2 + $1.utf8.count }
+        let total = magic.count + 8 * timesCount + 2 + entry.accessToken.count + 2 + entry.idToken.count + names.reduce(0) { $0 + 2 + $1.utf8.count }
         guard total <= maxBytes else { return nil }
         var out = SecretBytes(capacity: total)
         for b in magic { out.append(b) }
-        let e = UInt64(bitPattern: entry.expiresAt)
-        for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: e >> UInt64(shift))) }
+        for time in [entry.expiresAt, entry.lastRefresh, entry.storedAt] {
+            let t = UInt64(bitPattern: time)
+            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: t >> UInt64(shift))) }
+        }
         entry.accessToken.withUnsafeBytes { appendField($0, to: &out) }
         appendField(entry.accountId, to: &out)
         entry.idToken.withUnsafeBytes { appendField($0, to: &out) }
@@ -77,16 +98,20 @@ enum CachePayload {
         text.withUTF8 { appendField(UnsafeRawBufferPointer($0), to: &out) }
     }
 
-    /// The entry in `payload`, or nil for anything that is not exactly a version-1 payload with
+    /// The entry in `payload`, or nil for anything that is not exactly a version-2 payload with
     /// an access token. The payload becomes the tokens' buffer: they are ranges of it (no copy).
     static func parse(_ payload: consuming SecretBytes) -> AccessCacheEntry? {
         let buffer = SecretToken.Buffer(payload)
         return buffer.bytes.withUnsafeBytes { raw -> AccessCacheEntry? in
             let bytes = raw.bindMemory(to: UInt8.self)
-            guard bytes.count >= magic.count + 8, bytes.count <= maxBytes, Array(bytes[0..<magic.count]) == magic else { return nil }
+            guard bytes.count >= magic.count + 8 * timesCount, bytes.count <= maxBytes, Array(bytes[0..<magic.count]) == magic else { return nil }
             var at = magic.count
-            var e: UInt64 = 0
-            for _ in 0..<8 { e = e << 8 | UInt64(bytes[at]); at += 1 }
+            var times: [Int64] = []
+            for _ in 0..<timesCount {
+                var t: UInt64 = 0
+                for _ in 0..<8 { t = t << 8 | UInt64(bytes[at]); at += 1 }
+                times.append(Int64(bitPattern: t))
+            }
             var fields: [Range<Int>] = []
             for _ in 0..<5 {
                 guard at + 2 <= bytes.count else { return nil }
@@ -100,7 +125,8 @@ enum CachePayload {
             func text(_ r: Range<Int>) -> String { String(decoding: bytes[r], as: UTF8.self) }
             return AccessCacheEntry(accessToken: SecretToken(range: fields[0], of: buffer), accountId: text(fields[1]),
                                     idToken: SecretToken(range: fields[2], of: buffer),
-                                    expiresAt: Int64(bitPattern: e), email: text(fields[3]), plan: text(fields[4]))
+                                    expiresAt: times[0], lastRefresh: times[1], storedAt: times[2],
+                                    email: text(fields[3]), plan: text(fields[4]))
         }
     }
 }

@@ -17,8 +17,8 @@ public enum StoreIdentity: Sendable, Equatable {
     /// this one's keys, it simply does not find them.
     static let descriptionPrefix = "chatgpt-credential:v\(CachePayload.version):"
 
-    /// The key's description: `chatgpt-credential:v1:PROFILE:secret-service:ADDRESS` or
-    /// `chatgpt-credential:v1:PROFILE:file:PATH`. A profile name has no `:`, so the profile and
+    /// The key's description: `chatgpt-credential:v2:PROFILE:secret-service:ADDRESS` or
+    /// `chatgpt-credential:v2:PROFILE:file:PATH`. A profile name has no `:`, so the profile and
     /// the identity cannot be confused. Nil when the identity cannot be a description (a relative
     /// path, a NUL or control byte, too long): such a store is simply not cached.
     func keyDescription(for profile: Profile) -> String? {

@@ -171,6 +171,15 @@ public enum ArgumentParser {
             command = .status(json: has("--json"), all: has("--all"))
         case "usage":
             command = .usage(json: has("--json"), all: has("--all"))
+        case "refresh":
+            var days: Int?
+            if let raw = verbFlags["--if-idle"] ?? nil {
+                guard let n = Int(raw), RefreshCommand.idleDaysRange.contains(n) else {
+                    throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --if-idle: a number of days from \(RefreshCommand.idleDaysRange.lowerBound) to \(RefreshCommand.idleDaysRange.upperBound)")
+                }
+                days = n
+            }
+            command = .refresh(all: has("--all"), ifIdleDays: days)
         case "exec":
             guard !rest.isEmpty else { throw CredentialError.usage("exec needs a command: chatgpt-credential exec -- CMD [ARG…]") }
             command = .exec(rest)

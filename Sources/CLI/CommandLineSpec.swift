@@ -138,6 +138,19 @@ public enum CommandLineSpec {
                     OptionSpec("--json", "print {plan, allowed, limit_reached, windows, credits, additional_limits} as JSON"),
                     OptionSpec("--all", "every profile found in either store, side by side"),
                  ]),
+        VerbSpec(name: "refresh", synopsis: "refresh [--all] [--if-idle DAYS]",
+                 summary: "refresh now, as get --force-refresh would, printing nothing on stdout",
+                 details: """
+                 Refreshes the profile's tokens now through the one owner (the lock, reserve before
+                 spend, the shared back-off) and prints one line per profile on stderr: refreshed,
+                 not idle (skipped), or the error. Exit status: the worst of the profiles', in the
+                 order 5, 3, 1, 4, 0; with --all and no profile found, 0. A daily systemd user timer
+                 runs 'refresh --all --if-idle 7' (see KEEP AN IDLE SIGN-IN ALIVE in the man page).
+                 """,
+                 options: [
+                    OptionSpec("--all", "every profile found in either store"),
+                    OptionSpec("--if-idle", value: "DAYS", "only profiles last refreshed at least DAYS days ago (1-365)"),
+                 ]),
         VerbSpec(name: "exec", synopsis: "exec -- CMD [ARG…]",
                  summary: "run CMD with CHATGPT_ACCESS_TOKEN and CHATGPT_ACCOUNT_ID set",
                  details: """

@@ -51,6 +51,8 @@ public enum Command: Sendable {
     case status(json: Bool, all: Bool)
     case usage(json: Bool, all: Bool)
     case exec([String])
+    /// `refresh [--all] [--if-idle DAYS]`: `ifIdleDays` nil = refresh whatever the age.
+    case refresh(all: Bool, ifIdleDays: Int?)
     /// A git/docker protocol verb (any word; unknown ones are ignored by the protocol).
     case helper(WireProtocol, verb: String)
 }

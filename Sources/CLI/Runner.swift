@@ -100,6 +100,8 @@ public final class Runner {
             env["CHATGPT_ACCESS_TOKEN"] = fresh.document.accessToken.unsafeString()
             env["CHATGPT_ACCOUNT_ID"] = fresh.document.accountId
             return .replaceProcess(argv: argv, environment: env)
+        case .refresh(let all, let days):
+            return try refresh(g, all: all, ifIdleDays: days)
         case .login(let mode, let clipboard):
             return try login(g, mode: mode, clipboard: clipboard)
         case .store(let fromCodex):

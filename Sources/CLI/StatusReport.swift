@@ -10,7 +10,7 @@ struct StatusReport {
     var document: TokenDocument?
     var now: Int64 = 0
     var problem: CredentialError?
-    /// Answered from the access cache (which keeps no time of the last refresh).
+    /// Answered from the access cache (which keeps the times the store holds, so the report is the same).
     var fromCache = false
     /// The Secret Service collection (D-Bus object path) holding the item, when that store holds it.
     var collection: String?
@@ -37,6 +37,27 @@ struct StatusReport {
     /// A new sign-in is needed: now, or once this access token expires.
     var needsLogin: Bool { unusable?.exitCode == 3 || document?.refreshRejected != nil }
 
+    /// When `get` will next refresh (the earlier of the expiry less the margin and the idle
+    /// rule's day; now when there is no access token); nil when no refresh will happen before
+    /// a new sign-in (the issuer rejected the refresh token).
+    var nextRefresh: Int64? {
+        guard let d = document, d.refreshRejected == nil else { return nil }
+        return d.hasAccessToken ? RefreshPolicy.nextRefresh(d) : now
+    }
+
+    /// The text lines for the two times (man page, `status`).
+    var lastRefreshText: String {
+        guard let d = document else { return "" }
+        if d.lastRefresh > 0 { return "\(Clock.rfc3339(d.lastRefresh)) (\(TimeSpan.span(max(0, now - d.lastRefresh))) ago)" }
+        if d.storedAt > 0 { return "unknown (stored \(Clock.rfc3339(d.storedAt)), counted from then)" }
+        return "unknown"
+    }
+
+    var nextRefreshText: String {
+        guard let next = nextRefresh else { return "none before a new sign-in" }
+        return next <= now ? "\(Clock.rfc3339(next)) (due: at the next get)" : "\(Clock.rfc3339(next)) (in \(TimeSpan.span(next - now)))"
+    }
+
     func json() -> JSONValue {
         var m: [(String, JSONValue)] = [("profile", .string(profile))]
         if let store { m.append(("store", .string(store.rawValue))) }
@@ -45,7 +66,9 @@ struct StatusReport {
         if let d = document {
             m += [("email", .string(d.email)), ("plan", .string(d.plan)), ("account_id", .string(d.accountId)),
                   ("expires_at", .string(Clock.rfc3339(d.expiresAt))), ("expires_in", .number(Double(d.expiresAt - now))),
-                  ("last_refresh", d.lastRefresh > 0 ? .string(Clock.rfc3339(d.lastRefresh)) : .null)]
+                  ("last_refresh", d.lastRefresh > 0 ? .string(Clock.rfc3339(d.lastRefresh)) : .null),
+                  ("next_refresh", nextRefresh.map { .string(Clock.rfc3339($0)) } ?? .null)]
+            if d.lastRefresh <= 0, d.storedAt > 0 { m.append(("stored_at", .string(Clock.rfc3339(d.storedAt)))) }
             if let r = d.refreshRejected { m.append(("refresh_rejected", .string(r))) }
         }
         if let problem { m.append(("error", .string(problem.message))) }
@@ -68,7 +91,8 @@ struct StatusReport {
             s += "  collection: \(Sanitize.line(collection))\(memoryOnly)\n"
         }
         s += "  expires:  \(Clock.rfc3339(d.expiresAt)) (\(TimeSpan.expiry(d.expiresAt - now)))\n"
-        s += "  refreshed: \(d.lastRefresh > 0 ? Clock.rfc3339(d.lastRefresh) : fromCache ? "(answered from the access cache)" : "unknown")\n"
+        s += "  refreshed: \(lastRefreshText)\n"
+        s += "  next refresh: \(nextRefreshText)\n"
         if let r = d.refreshRejected {
             let when = unusable == nil ? "before this token expires" : "now"
             s += "  sign-in needed \(when): the issuer rejected the refresh token (\(Sanitize.line(r, limit: 60))); run: \(login)\n"

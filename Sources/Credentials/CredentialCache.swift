@@ -46,6 +46,6 @@ extension AccessCacheEntry {
     /// The entry as a document to answer from: everything `get` prints, no refresh token.
     var document: TokenDocument {
         TokenDocument(accessToken: accessToken, refreshToken: SecretToken(), idToken: idToken, accountId: accountId,
-                      expiresAt: expiresAt, lastRefresh: 0, email: email, plan: plan)
+                      expiresAt: expiresAt, lastRefresh: lastRefresh, email: email, plan: plan, storedAt: storedAt)
     }
 }

@@ -65,7 +65,11 @@ package final class CredentialOwner {
     /// copy from the other store (explicit `--store` too), so no stale single-use refresh token
     /// is left to be served. Returns the store written and notices for stderr.
     package func replace(with document: TokenDocument, notice: (String) -> Void) throws -> CredentialStore {
-        try lock.exclusive {
+        var document = document
+        // Without a known last refresh the idle rule counts from now (man page, REFRESH): its
+        // source may still be using it, so it must not be refreshed at once.
+        if document.lastRefresh <= 0, document.storedAt <= 0 { document.storedAt = now() }
+        return try lock.exclusive {
             let store = try selector.destination(for: profile, notice: notice)
             try store.save(document, for: profile)
             record(.stored(document, in: store))

@@ -9,6 +9,8 @@ package enum RefreshPolicy {
     /// No refresh loops: a token refreshed less than this long ago is not refreshed again
     /// (unless `--force-refresh`).
     package static let minimumInterval: Int64 = 60
+    /// Idle sign-ins: refreshed once the last refresh is this old, whatever the expiry.
+    package static let idleInterval = TokenDocument.idleRefreshInterval
 
     package enum Decision: Equatable {
         /// Print it; `notice` says why it falls short of what was asked, when it does.
@@ -18,6 +20,10 @@ package enum RefreshPolicy {
 
     package static func decide(_ d: TokenDocument, _ need: Freshness, now: Int64) -> Decision {
         guard d.hasAccessToken, !need.forceRefresh else { return .refresh }
+        // The idle rule (man page, REFRESH): counted from the last refresh, or from when a
+        // credential without one was stored; a document that knows neither is left alone. It
+        // cannot loop: a refresh resets the count, and 8 days are far beyond the 60 s guard.
+        if d.isIdle(now: now) { return .refresh }
         let remaining = d.expiresAt - now
         let wanted = max(margin, need.minTTL)
         // When the issuer grants tokens shorter than what was asked, no refresh can meet the
@@ -44,6 +50,14 @@ package enum RefreshPolicy {
 
     static func shortLifetimeNotice(lifetime: Int64, wanted: Int64, remaining: Int64) -> String {
         "notice: the issuer grants tokens valid for \(TimeSpan.describe(lifetime)), less than the \(wanted) s asked for; printing this one, which \(TimeSpan.expiry(remaining)); it is not refreshed again before the usual \(margin) s margin"
+    }
+
+    /// When the next refresh is due without `--min-ttl` or `--force-refresh`: the earlier of the
+    /// expiry less the margin and the idle rule's day (what `status` shows as `next_refresh`).
+    package static func nextRefresh(_ d: TokenDocument) -> Int64 {
+        let byExpiry = d.expiresAt &- margin
+        guard let idle = d.idleRefreshDue else { return byExpiry }
+        return min(byExpiry, idle)
     }
 
     /// Whether a token that could not be refreshed is still good enough to print: at least

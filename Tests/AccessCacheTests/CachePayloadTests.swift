@@ -7,12 +7,15 @@ import TestSupport
 /// The parts of the cache that need no kernel: the payload format, the settings, the descriptions.
 @Suite struct CachePayloadTests {
     static let entry = AccessCacheEntry(accessToken: "eyJ.a.b", accountId: "acct-1", idToken: "eyJ.i.d",
-                                        expiresAt: 1_800_000_000, email: "é@example.com", plan: "plus")
+                                        expiresAt: 1_800_000_000, lastRefresh: 1_799_000_000, storedAt: 258,
+                                        email: "é@example.com", plan: "plus")
 
     @Test func payloadIsExactlyTheDocumentedLayout() throws {
         let bytes = try #require(CachePayload.bytes(Self.entry))
-        var expected: [UInt8] = Array("CCA".utf8) + [1]
-        expected += [0, 0, 0, 0, 0x6B, 0x49, 0xD2, 0x00] // 1 800 000 000
+        var expected: [UInt8] = Array("CCA".utf8) + [2]
+        expected += [0, 0, 0, 0, 0x6B, 0x49, 0xD2, 0x00] // expires_at 1 800 000 000
+        expected += [0, 0, 0, 0, 0x6B, 0x3A, 0x8F, 0xC0] // last_refresh 1 799 000 000
+        expected += [0, 0, 0, 0, 0, 0, 0x01, 0x02] // stored_at 258
         for field in ["eyJ.a.b", "acct-1", "eyJ.i.d", "é@example.com", "plus"] {
             let n = field.utf8.count
             expected += [UInt8(n >> 8), UInt8(n & 0xFF)] + Array(field.utf8)
@@ -34,9 +37,9 @@ import TestSupport
 
     @Test func wrongMagicVersionEncodingOrNoAccessTokenIsRefused() throws {
         let bytes = try #require(CachePayload.bytes(Self.entry))
-        var otherVersion = bytes; otherVersion[3] = 2
+        var otherVersion = bytes; otherVersion[3] = 1
         var otherMagic = bytes; otherMagic[0] = UInt8(ascii: "X")
-        var badUTF8 = bytes; badUTF8[4 + 8 + 2] = 0xFF // first byte of the access token
+        var badUTF8 = bytes; badUTF8[4 + 3 * 8 + 2] = 0xFF // first byte of the access token
         #expect(CachePayload.parse(otherVersion) == nil)
         #expect(CachePayload.parse(otherMagic) == nil)
         #expect(CachePayload.parse(badUTF8) == nil)
@@ -48,7 +51,7 @@ import TestSupport
         var e = Self.entry
         e.accessToken = ""
         e.idToken = ""
-        let overhead = 4 + 8 + 5 * 2 + "acct-1".utf8.count + "é@example.com".utf8.count + "plus".utf8.count
+        let overhead = 4 + 3 * 8 + 5 * 2 + "acct-1".utf8.count + "é@example.com".utf8.count + "plus".utf8.count
         e.accessToken = SecretToken(copying: String(repeating: "a", count: 32767 - overhead))
         #expect(CachePayload.bytes(e)?.count == 32767)
         e.accessToken = SecretToken(copying: String(repeating: "a", count: 32767 - overhead + 1))
@@ -88,14 +91,41 @@ import TestSupport
         #expect(!far.isFresh(minTTL: 300, now: 1))
     }
 
+    /// An entry never hides the idle rule (man page, REFRESH): one whose credential was last
+    /// refreshed (or, without a known last refresh, stored) 8 days ago or more is not served.
+    @Test func anEntryOfAnIdleCredentialIsNotFresh() {
+        let now: Int64 = 1_800_000_000, day: Int64 = 86400
+        var e = AccessCacheEntry(accessToken: "t", accountId: "", idToken: "", expiresAt: now + 5 * day,
+                                 lastRefresh: now - day, email: "", plan: "")
+        #expect(e.isFresh(minTTL: 300, now: now))
+        e.lastRefresh = now - 8 * day + 1
+        #expect(e.isFresh(minTTL: 300, now: now))
+        e.lastRefresh = now - 8 * day
+        #expect(!e.isFresh(minTTL: 300, now: now))
+        e.lastRefresh = 0
+        e.storedAt = now - 9 * day
+        #expect(!e.isFresh(minTTL: 300, now: now))
+        e.storedAt = now - day
+        #expect(e.isFresh(minTTL: 300, now: now))
+        e.storedAt = 0 // neither known: the expiry alone decides
+        #expect(e.isFresh(minTTL: 300, now: now))
+    }
+
+    @Test func aVersionOnePayloadIsAMiss() {
+        // What a binary before the idle rule wrote: no times of the last refresh.
+        var v1: [UInt8] = Array("CCA".utf8) + [1] + [0, 0, 0, 0, 0x6B, 0x49, 0xD2, 0x00]
+        for field in ["eyJ.a.b", "acct-1", "eyJ.i.d", "e", "plus"] { v1 += [0, UInt8(field.utf8.count)] + Array(field.utf8) }
+        #expect(CachePayload.parse(v1) == nil)
+    }
+
     // MARK: descriptions
 
     @Test func descriptionsNameVersionProfileAndStore() throws {
         let p = try Profile("work")
         #expect(StoreIdentity.file(path: "/home/a/.local/share/chatgpt-credential/work.age").keyDescription(for: p)
-                == "chatgpt-credential:v1:work:file:/home/a/.local/share/chatgpt-credential/work.age")
+                == "chatgpt-credential:v2:work:file:/home/a/.local/share/chatgpt-credential/work.age")
         #expect(StoreIdentity.secretService(busAddress: "unix:path=/run/user/1000/bus").keyDescription(for: p)
-                == "chatgpt-credential:v1:work:secret-service:unix:path=/run/user/1000/bus")
+                == "chatgpt-credential:v2:work:secret-service:unix:path=/run/user/1000/bus")
     }
 
     @Test func identitiesThatCannotBeADescriptionAreNotCached() {
@@ -104,7 +134,7 @@ import TestSupport
         #expect(StoreIdentity.file(path: "/a\nb/default.age").keyDescription(for: p) == nil)
         #expect(StoreIdentity.file(path: "/a\u{0}b").keyDescription(for: p) == nil)
         #expect(StoreIdentity.secretService(busAddress: "").keyDescription(for: p) == nil)
-        let longest = "/" + String(repeating: "d", count: 4095 - "chatgpt-credential:v1:default:file:/".utf8.count)
+        let longest = "/" + String(repeating: "d", count: 4095 - "chatgpt-credential:v2:default:file:/".utf8.count)
         #expect(StoreIdentity.file(path: longest).keyDescription(for: p)?.utf8.count == 4095)
         #expect(StoreIdentity.file(path: longest + "d").keyDescription(for: p) == nil)
     }

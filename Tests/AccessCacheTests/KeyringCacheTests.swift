@@ -28,7 +28,7 @@ import TestSupport
         #expect(c.lookup(id, profile) == nil)
         c.fill(entry, id, profile)
         #expect(c.lookup(id, profile) == entry)
-        // Another process (keyctl) reads exactly the version-1 payload.
+        // Another process (keyctl) reads exactly the version-2 payload.
         let serial = try #require(k.serial(id, profile))
         let piped = KeyringFixture.tool(KeyringFixture.keyctl, ["pipe", String(serial)])
         #expect(piped.status == 0, "keyctl pipe: \(piped.stderr)")
@@ -322,7 +322,7 @@ import TestSupport
 
     @Test(arguments: [
         Array("not a payload".utf8),
-        [UInt8(ascii: "C"), UInt8(ascii: "C"), UInt8(ascii: "A"), 2] + [UInt8](repeating: 0, count: 18), // version 2
+        [UInt8(ascii: "C"), UInt8(ascii: "C"), UInt8(ascii: "A"), 3] + [UInt8](repeating: 0, count: 34), // version 3
         Array(CachePayload.bytes(KeyringFixture.entry(tag: "cut"))!.dropLast()),                      // truncated
         CachePayload.bytes(KeyringFixture.entry(tag: "long"))! + [0],                                  // trailing byte
     ])

@@ -55,7 +55,7 @@ final class KeyringFixture {
     static func entry(expiresIn: Int64 = 7200, now: Int64 = Clock.now(), tag: String = "a") -> AccessCacheEntry {
         AccessCacheEntry(accessToken: SecretToken(copying: "eyJhbGciOiJub25lIn0.access-\(tag).sig"), accountId: "acct-\(tag)",
                          idToken: SecretToken(copying: "eyJhbGciOiJub25lIn0.id-\(tag).sig"), expiresAt: now + expiresIn,
-                         email: "\(tag)@example.com", plan: "plus")
+                         lastRefresh: now - 3600, email: "\(tag)@example.com", plan: "plus")
     }
 
     // MARK: processes

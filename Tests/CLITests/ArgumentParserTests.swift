@@ -36,6 +36,22 @@ import Testing
         #expect(flagged.globals.store == .file)
     }
 
+    @Test func refreshTakesAllAndIfIdleFromOneToThreeHundredSixtyFiveDays() throws {
+        guard case .refresh(let all, let days) = try parse(["refresh"]).command else { Issue.record("not refresh"); return }
+        #expect(!all && days == nil)
+        guard case .refresh(let all2, let days2) = try parse(["refresh", "--all", "--if-idle", "7"]).command else { Issue.record(); return }
+        #expect(all2 && days2 == 7)
+        guard case .refresh(_, let edge) = try parse(["refresh", "--if-idle=365"]).command else { Issue.record(); return }
+        #expect(edge == 365)
+        for bad in ["0", "366", "-1", "abc", "7d", "", "1.5"] {
+            #expect(throws: CredentialError.usage("invalid value '\(bad)' for --if-idle: a number of days from 1 to 365")) {
+                try parse(["refresh", "--if-idle", bad])
+            }
+        }
+        #expect(throws: CredentialError.usage("option --if-idle needs a value (DAYS)")) { try parse(["refresh", "--if-idle"]) }
+        #expect(throws: CredentialError.usage("unknown option '--json' for 'refresh'")) { try parse(["refresh", "--json"]) }
+    }
+
     @Test func getFormatsAndTTL() throws {
         guard case .get(let o) = try parse(["get", "--json", "--min-ttl", "900", "--force-refresh"]).command else { Issue.record(); return }
         #expect(o.format == .json && o.minTTL == 900 && o.requiredTTL == 900 && o.forceRefresh)

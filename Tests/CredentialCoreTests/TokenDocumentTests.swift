@@ -15,6 +15,21 @@ import TestSupport
         #expect(try TokenDocument.parse(d.serialized(), origin: "test") == d)
     }
 
+    /// A credential stored without a known last refresh keeps when it was stored (the idle
+    /// rule counts from it); the member is written only then.
+    @Test func storedAtRoundTripsAndIsWrittenOnlyWhenKnown() throws {
+        var d = TokenDocument(accessToken: "a.b.c", refreshToken: "rt", expiresAt: 1_900_000_000, storedAt: 1_800_000_000)
+        #expect(d.serialized().unsafeString().contains(#""stored_at":"2027-01-15T08:00:00Z""#))
+        #expect(try TokenDocument.parse(d.serialized(), origin: "test") == d)
+        #expect(d.idleSince == 1_800_000_000 && d.isIdle(now: 1_800_000_000 + 8 * 86400) && !d.isIdle(now: 1_800_000_000 + 8 * 86400 - 1))
+        d.lastRefresh = 1_850_000_000 // a known last refresh wins
+        #expect(d.idleSince == 1_850_000_000)
+        d.storedAt = 0
+        #expect(!d.serialized().unsafeString().contains("stored_at"))
+        d.lastRefresh = 0
+        #expect(d.idleSince == nil && !d.isIdle(now: .max))
+    }
+
     @Test func numericTimesAreRead() throws {
         let d = try parse(#"{"access_token":"a","refresh_token":"r","expires_at":1900000000,"last_refresh":1.8e9}"#)
         #expect(d.expiresAt == 1_900_000_000)

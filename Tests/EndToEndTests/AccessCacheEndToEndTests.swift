@@ -21,11 +21,11 @@ import Glibc
     }
 
     static func fileEntry(_ s: Sandbox, _ profile: String = "default") -> String {
-        "chatgpt-credential:v1:\(profile):file:\(s.dataDir)/\(profile).age"
+        "chatgpt-credential:v2:\(profile):file:\(s.dataDir)/\(profile).age"
     }
 
     static func busEntry(_ address: String, _ profile: String) -> String {
-        "chatgpt-credential:v1:\(profile):secret-service:\(address)"
+        "chatgpt-credential:v2:\(profile):secret-service:\(address)"
     }
 
     /// A file-store sandbox signed in through `store`, its token expiring in `expiresIn`.

@@ -5,7 +5,8 @@ import Glibc
 #endif
 
 /// `make install PREFIX=/usr DESTDIR=…` puts every file where the Makefile says (the usual FHS
-/// places: bin, share/man/man1, bash-completion, zsh site-functions, fish vendor completions) and
+/// places: bin, share/man/man1, bash-completion, zsh site-functions, fish vendor completions,
+/// lib/systemd/user) and
 /// `make uninstall` with the same variables removes them. One release build per run: the test
 /// builds into its own scratch directory, since the `swift test` running it holds the lock on
 /// `.build`.
@@ -16,6 +17,11 @@ import Glibc
         ("/usr/share/bash-completion/completions/chatgpt-credential", 0o644),
         ("/usr/share/zsh/site-functions/_chatgpt-credential", 0o644),
         ("/usr/share/fish/vendor_completions.d/chatgpt-credential.fish", 0o644),
+        // The systemd user units (SystemdUnitsTests checks their contents with systemd-analyze).
+        ("/usr/lib/systemd/user/chatgpt-credential.socket", 0o644),
+        ("/usr/lib/systemd/user/chatgpt-credential.service", 0o644),
+        ("/usr/lib/systemd/user/chatgpt-credential-refresh.timer", 0o644),
+        ("/usr/lib/systemd/user/chatgpt-credential-refresh.service", 0o644),
     ]
     static let links = ["/usr/bin/git-credential-chatgpt", "/usr/bin/docker-credential-chatgpt"]
 

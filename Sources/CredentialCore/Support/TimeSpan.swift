@@ -12,7 +12,7 @@ public enum TimeSpan {
         seconds < 0 ? "expired " + span(-seconds) + " ago" : "expires in " + span(seconds)
     }
 
-    static func span(_ seconds: Int64) -> String {
+    public static func span(_ seconds: Int64) -> String {
         if seconds < 60 { return "\(seconds) s" }
         if seconds < 3600 { return "\(seconds / 60) min \(seconds % 60) s" }
         if seconds < 86400 { return "\(seconds / 3600) h \(seconds % 3600 / 60) min" }

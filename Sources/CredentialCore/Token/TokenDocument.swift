@@ -10,6 +10,10 @@ public struct TokenDocument: Equatable, Sendable {
     /// longer (SPEC "Refresh"); a cached one disappears this long before it expires. The one owner
     /// of the 300 s.
     public static let refreshMargin: Int64 = 300
+    /// A credential whose last refresh is this old is refreshed whatever its expiry: sign-ins left
+    /// idle lapse at the issuer (man page, REFRESH; Codex uses the same 8 days). The one owner of
+    /// the 8 days.
+    public static let idleRefreshInterval: Int64 = 8 * 86400
 
     public var accessToken: SecretToken
     public var refreshToken: SecretToken
@@ -23,6 +27,10 @@ public struct TokenDocument: Equatable, Sendable {
     /// Unix seconds of the last refresh (or sign-in) that produced these tokens; 0 when unknown
     /// (a bare token set given to `store`).
     public var lastRefresh: Int64
+    /// Unix seconds when a document without a known last refresh was stored (`store` of a bare
+    /// token set); 0 otherwise. The idle rule counts from it, so such a credential is never
+    /// refreshed at once (its source may still be using it). Dropped by the next refresh.
+    public var storedAt: Int64
     public var email: String
     public var plan: String
     /// Set after the issuer permanently rejected the refresh token (`refresh_token_reused`, …):
@@ -34,13 +42,14 @@ public struct TokenDocument: Equatable, Sendable {
 
     public init(accessToken: SecretToken, refreshToken: SecretToken, idToken: SecretToken = SecretToken(), accountId: String = "",
                 expiresAt: Int64 = 0, lastRefresh: Int64 = 0, email: String = "", plan: String = "",
-                refreshRejected: String? = nil, importedFrom: String? = nil) {
+                refreshRejected: String? = nil, importedFrom: String? = nil, storedAt: Int64 = 0) {
         self.accessToken = accessToken
         self.refreshToken = refreshToken
         self.idToken = idToken
         self.accountId = accountId
         self.expiresAt = expiresAt
         self.lastRefresh = lastRefresh
+        self.storedAt = storedAt
         self.email = email
         self.plan = plan
         self.refreshRejected = refreshRejected
@@ -97,6 +106,24 @@ public struct TokenDocument: Equatable, Sendable {
 
     public var hasAccessToken: Bool { !accessToken.isEmpty }
 
+    /// What the idle rule counts from: the last refresh, else when the document was stored
+    /// without one; nil when neither is known (such a document is never refreshed for idleness).
+    public var idleSince: Int64? {
+        if lastRefresh > 0 { return lastRefresh }
+        return storedAt > 0 ? storedAt : nil
+    }
+
+    /// When the idle rule will ask for a refresh: `idleSince` + 8 days; nil when unknown.
+    public var idleRefreshDue: Int64? {
+        idleSince.map { $0 &+ Self.idleRefreshInterval }
+    }
+
+    /// True when the idle rule asks for a refresh at `now`.
+    public func isIdle(now: Int64) -> Bool {
+        guard let due = idleRefreshDue else { return false }
+        return now >= due
+    }
+
     // MARK: JSON
 
     public func json() -> JSONValue {
@@ -113,6 +140,7 @@ public struct TokenDocument: Equatable, Sendable {
         ]
         if let r = refreshRejected { members.append(("refresh_rejected", .string(r))) }
         if let i = importedFrom { members.append(("imported_from", .string(i))) }
+        if storedAt > 0 { members.append(("stored_at", .string(Clock.rfc3339(storedAt)))) }
         return .object(members)
     }
 
@@ -142,6 +170,6 @@ public struct TokenDocument: Equatable, Sendable {
                              accountId: str("account_id"), expiresAt: time("expires_at"),
                              lastRefresh: time("last_refresh"), email: str("email"), plan: str("plan"),
                              refreshRejected: v["refresh_rejected"]?.stringValue,
-                             importedFrom: v["imported_from"]?.stringValue)
+                             importedFrom: v["imported_from"]?.stringValue, storedAt: time("stored_at"))
     }
 }

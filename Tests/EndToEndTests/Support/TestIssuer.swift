@@ -94,9 +94,13 @@ final class TestIssuer {
     struct SeededTokens {
         var accessToken, refreshToken, idToken, accountId, email, plan: String
         var expiresAt: Int64
-        /// Codex's auth.json shape, for `chatgpt-credential store`.
+        /// Codex's auth.json shape, for `chatgpt-credential store`. Its last refresh is an hour
+        /// ago: a fixed date would in time turn idle (8 days) and be refreshed at the first `get`.
         var codexAuthJSON: String {
-            #"{"tokens":{"id_token":"\#(idToken)","access_token":"\#(accessToken)","refresh_token":"\#(refreshToken)","account_id":"\#(accountId)"},"last_refresh":"2026-01-01T00:00:00Z"}"#
+            let f = ISO8601DateFormatter()
+            f.formatOptions = [.withInternetDateTime]
+            let lastRefresh = f.string(from: Date().addingTimeInterval(-3600))
+            return #"{"tokens":{"id_token":"\#(idToken)","access_token":"\#(accessToken)","refresh_token":"\#(refreshToken)","account_id":"\#(accountId)"},"last_refresh":"\#(lastRefresh)"}"#
         }
     }
 
