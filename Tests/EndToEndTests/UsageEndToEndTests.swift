@@ -20,7 +20,7 @@ import Glibc
 
         func counter(_ name: String) throws -> Int { try issuer.counter(name) }
         func last(_ name: String) throws -> String? { try issuer.stats()["last_" + name] as? String }
-        func storedAccessToken(_ profile: String = "default") throws -> String? {
+        func storedAccessToken(_ profile: String? = nil) throws -> String? {
             try sandbox.storedDocument(profile)?["access_token"] as? String
         }
     }
