@@ -18,9 +18,14 @@ enum KernelKeyring {
 
     static let userKeyring = Int32(KEY_SPEC_USER_KEYRING)
     static let threadKeyring = Int32(KEY_SPEC_THREAD_KEYRING)
-    /// Possessor only: nothing for the owner, the group or others (not even "view"), so only a
-    /// process that reaches the key through its own keyrings can see or read it.
-    static let possessorOnly = CKEYRING_POS_ALL
+    /// An entry's permissions (man page ACCESS CACHE, "Who can read it"): see, read, find and
+    /// link for the OWNER (the user's uid) only, and nothing for a possessor, the group or others.
+    /// Possession is a matter of keyrings, not users: a process of another user that kept this
+    /// user's session keyring (a setuid program, setpriv without a new session) possesses the
+    /// entry, and the kernel lets a possessor read whatever it may search (keyctl_read_key). With
+    /// no possessor rights it can neither find nor read it. Nobody may change the payload, the
+    /// permissions or the timeout once set (no write, no setattr).
+    static let entryPermissions = CKEYRING_USR_VIEW | CKEYRING_USR_READ | CKEYRING_USR_SEARCH | CKEYRING_USR_LINK
 
     private static func check(_ rc: Int) -> Result<Int, Failure> {
         rc >= 0 ? .success(rc) : .failure(Failure(errno: errno))
@@ -39,6 +44,19 @@ enum KernelKeyring {
     /// The payload into `buffer`; its full length, which may exceed the buffer.
     static func read(_ key: Int32, into buffer: inout SecretBytes) -> Result<Int, Failure> {
         buffer.withUnsafeMutableBytes { raw in check(ckeyring_read(key, raw.baseAddress, raw.count)) }
+    }
+
+    /// The serials a keyring links (KEYCTL_READ of a keyring), at most `limit` of them.
+    static func list(_ keyring: Int32, limit: Int = 16384) -> Result<[Int32], Failure> {
+        var buffer = [Int32](repeating: 0, count: 256)
+        while true {
+            let rc = buffer.withUnsafeMutableBytes { ckeyring_read(keyring, $0.baseAddress, $0.count) }
+            if rc < 0 { return .failure(Failure(errno: errno)) }
+            let count = Int(rc) / 4
+            if count <= buffer.count { return .success(Array(buffer[0..<count])) }
+            guard count <= limit else { return .failure(Failure(errno: E2BIG)) }
+            buffer = [Int32](repeating: 0, count: count + 64) // grew meanwhile: once more, larger
+        }
     }
 
     struct Description: Equatable {

@@ -4,21 +4,20 @@ import Secrets
 import Glibc
 #endif
 
-/// The access cache (SPEC "Access cache"): one `user` key per store identity and profile in the
-/// kernel's user keyring (`@u`, one per user), readable only by its possessor, holding what `get`
-/// prints and never the refresh token, with a kernel timeout of `min(TTL, expiry − 300 s)`.
+/// The access cache (man page ACCESS CACHE): one `user` key per store identity and profile in
+/// the kernel's user keyring (`@u`, one per user), readable only by processes of the same user,
+/// holding what `get` prints and never the refresh token, with a kernel timeout of
+/// `min(TTL, expiry − 300 s)`.
 ///
 /// It never fails its caller: a refused, full or damaged keyring is a miss, and the store answers.
 /// The kernel refusing the calls outright (EPERM/ENOSYS from a seccomp filter or a container)
 /// turns the cache off for the rest of the process, said once through `diagnostic`.
 ///
-/// Possession: a process possesses a key when it can reach it from its own thread, process or
-/// session keyring. A login session's keyring (or, without one, the user session keyring `@us`)
-/// links `@u`, so the user's processes possess the entries; a process of ANOTHER user that kept
-/// this session's keyring (a setuid program, `setpriv` without a new session) would too, which is
-/// why the threat model names it. A process in a session keyring that does not link `@u`
-/// (`keyctl session`, systemd's `KeyringMode=private`) can find, replace and remove entries but
-/// not read them: its lookups stop after the first try.
+/// Who can read (`KernelKeyring.entryPermissions`): a process of the same user that finds the key
+/// by searching the user keyring — whether its session keyring links `@u` (a login session) or
+/// not (`keyctl session`, systemd's `KeyringMode=private`) — since every right is the owner's.
+/// Possession grants nothing: a process of ANOTHER user that kept this user's session keyring
+/// (a setuid program, `setpriv` without a new session) can neither find nor read an entry.
 ///
 /// One instance per process (it remembers refusals); not for use from several threads at once.
 public final class KeyringCache {
@@ -27,7 +26,7 @@ public final class KeyringCache {
     private let diagnostic: (String) -> Void
     /// The kernel refused a call: nothing more is asked of it.
     private var refused = false
-    /// Entries cannot be read from this process (see "Possession" above): no more lookups.
+    /// Entries cannot be read from this process (found but refused): no more lookups.
     private var unreadable = false
     private var said: Set<String> = []
 
@@ -59,7 +58,7 @@ public final class KeyringCache {
             }
         }
         unreadable = true
-        say("access cache: entries are not readable from this process (its session keyring does not link the user keyring); reading the store instead")
+        say("access cache: entries are not readable from this process; reading the store instead")
         return nil
     }
 
@@ -84,8 +83,9 @@ public final class KeyringCache {
             return
         }
         defer { _ = KernelKeyring.unlink(key, from: KernelKeyring.threadKeyring) }
-        let done = KernelKeyring.setPermissions(key, KernelKeyring.possessorOnly)
-            .flatMap { KernelKeyring.setTimeout(key, seconds: UInt32(timeout)) }
+        // The timeout first: the final permissions leave no one the right to change it.
+        let done = KernelKeyring.setTimeout(key, seconds: UInt32(timeout))
+            .flatMap { KernelKeyring.setPermissions(key, KernelKeyring.entryPermissions) }
             .flatMap { KernelKeyring.link(key, into: KernelKeyring.userKeyring) }
         if case .failure = check(done, "writing an entry") {
             _ = KernelKeyring.invalidate(key)
@@ -121,6 +121,42 @@ public final class KeyringCache {
         }
     }
 
+    /// Removes the profile's entries under EVERY store identity (man page ACCESS CACHE), except
+    /// the one `keeping` names: what the one owner does after every change, so that a store
+    /// reached under two names (two spellings of a path or a bus, a bind mount) never keeps
+    /// serving what was changed through the other. The user keyring is listed (KEYCTL_READ) and
+    /// each key described; ours are those whose description starts with the prefix and
+    /// `PROFILE:`. Done even with the cache off, like `revoke`.
+    public func revokeEverywhere(_ profile: Profile, keeping: StoreIdentity? = nil) {
+        guard !refused else { return }
+        let prefix = Self.profilePrefix(profile)
+        let kept = keeping?.keyDescription(for: profile)
+        guard case .success(let keys) = check(KernelKeyring.list(KernelKeyring.userKeyring), "removing entries") else { return }
+        var linked = false
+        defer { if linked { _ = KernelKeyring.unlink(KernelKeyring.userKeyring, from: KernelKeyring.threadKeyring) } }
+        for key in keys {
+            var described = KernelKeyring.describe(key)
+            if case .failure(let f) = described, f.errno == EACCES, !linked {
+                // Not described (an entry of an older version was possessor-only, and a process
+                // whose session keyring does not link @u does not possess it): it is possessed
+                // once @u is linked into this thread's own keyring, for this scan only, so that
+                // every entry of the profile is still removed.
+                linked = (try? KernelKeyring.link(KernelKeyring.userKeyring, into: KernelKeyring.threadKeyring).get()) != nil
+                if linked { described = KernelKeyring.describe(key) }
+            }
+            guard case .success(let d) = described, d.type == "user", d.description.hasPrefix(prefix),
+                  d.description != kept else { continue }
+            if case .failure(let f) = KernelKeyring.invalidate(key), f.errno == EACCES {
+                _ = check(KernelKeyring.unlink(key, from: KernelKeyring.userKeyring), "removing an entry")
+            }
+        }
+    }
+
+    /// `chatgpt-credential:vN:PROFILE:`: a profile name has no `:`, so this is one profile's.
+    static func profilePrefix(_ profile: Profile) -> String {
+        StoreIdentity.descriptionPrefix + profile.name + ":"
+    }
+
     // MARK: reading one key
 
     private enum ReadOutcome { case entry(AccessCacheEntry), absent, notPossessed }
@@ -130,7 +166,7 @@ public final class KeyringCache {
         case .success(let d):
             // The file store's rule ("readable by group or others is refused") for keys: an entry
             // someone else made, or whose permissions were changed, is not trusted.
-            guard d.type == "user", d.uid == geteuid(), d.permissions == KernelKeyring.possessorOnly,
+            guard d.type == "user", d.uid == geteuid(), d.permissions == KernelKeyring.entryPermissions,
                   d.description == description else {
                 discard(key, "had other permissions or another owner")
                 return .absent

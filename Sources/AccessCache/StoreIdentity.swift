@@ -6,9 +6,10 @@ import Glibc
 /// Which store an entry stands for, so that a profile's credential in one Secret Service (or one
 /// file) is never answered from an entry written for another: two D-Bus sessions, two data homes.
 public enum StoreIdentity: Sendable, Equatable {
-    /// The session bus the Secret Service is reached on, as libsecret (GDBus) finds it.
+    /// The session bus the Secret Service is reached on, as libsecret (GDBus) finds it,
+    /// normalised (`normalisedBusAddress`).
     case secretService(busAddress: String)
-    /// The encrypted file's absolute path.
+    /// The encrypted file's real path (`file(normalising:)`).
     case file(path: String)
 
     /// The kernel caps a key's description at 4095 bytes (KEY_MAX_DESC_SIZE, with the NUL).
@@ -38,18 +39,93 @@ public enum StoreIdentity: Sendable, Equatable {
     }
 
     /// The Secret Service's identity as GDBus finds the session bus: `DBUS_SESSION_BUS_ADDRESS`,
-    /// else `$XDG_RUNTIME_DIR/bus` when it is a socket of this user. Nil when neither applies
-    /// (no bus, or one GDBus would autolaunch): then the Secret Service is not cached. Touches
-    /// nothing but one stat, so `auto` can name the store without loading libsecret.
+    /// else `$XDG_RUNTIME_DIR/bus` when it is a socket of this user; normalised
+    /// (`normalisedBusAddress`), so every spelling of one bus is one identity. Nil when neither
+    /// applies (no bus, or one GDBus would autolaunch) or the address cannot be parsed: then the
+    /// Secret Service is not cached. Touches nothing but a stat and a realpath, so `auto` can
+    /// name the store without loading libsecret.
     public static func secretService(environment: [String: String]) -> StoreIdentity? {
         if let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty {
-            return .secretService(busAddress: address)
+            return normalisedBusAddress(address).map { .secretService(busAddress: $0) }
         }
         guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else { return nil }
         let socket = runtime + "/bus"
         var st = stat()
         guard stat(socket, &st) == 0, (st.st_mode & S_IFMT) == S_IFSOCK, st.st_uid == geteuid() else { return nil }
-        return .secretService(busAddress: "unix:path=" + escapedAddressValue(socket))
+        return normalisedBusAddress("unix:path=" + escapedAddressValue(socket)).map { .secretService(busAddress: $0) }
+    }
+
+    /// The file store's identity: the encrypted file's real path — the real path of its
+    /// directory plus the file's name — so a trailing slash, a `..` or a symlink in
+    /// XDG_DATA_HOME names the same entry. Nil when the directory does not exist (nothing is
+    /// stored there yet) or the path is not absolute.
+    public static func file(normalising path: String) -> StoreIdentity? {
+        guard path.hasPrefix("/"), let slash = path.lastIndex(of: "/") else { return nil }
+        let name = String(path[path.index(after: slash)...])
+        guard !name.isEmpty, name != ".", name != ".." else { return nil }
+        let dir = slash == path.startIndex ? "/" : String(path[..<slash])
+        guard let real = realPath(dir) else { return nil }
+        return .file(path: (real == "/" ? "" : real) + "/" + name)
+    }
+
+    static func realPath(_ path: String) -> String? {
+        guard let p = realpath(path, nil) else { return nil }
+        defer { free(p) }
+        return String(cString: p)
+    }
+
+    /// A D-Bus address reduced to what names the bus (man page ACCESS CACHE): each
+    /// `;`-separated entry keeps its transport and the keys that say where to connect — for
+    /// `unix`, `path` (its real path when it exists) or `abstract`; for `tcp` and `nonce-tcp`,
+    /// `host`, `port` and `family`; for anything else every key but `guid` — with values
+    /// unescaped and escaped again canonically and keys in a fixed order. So `guid=…`, another
+    /// key order, `%2f` for `/`, or a symlinked socket directory give the same identity. Nil when
+    /// the address cannot be parsed (no transport, a key without `=`, a bad escape).
+    public static func normalisedBusAddress(_ address: String) -> String? {
+        var entries: [String] = []
+        for entry in address.split(separator: ";", omittingEmptySubsequences: true) {
+            guard let colon = entry.firstIndex(of: ":"), colon != entry.startIndex else { return nil }
+            let transport = String(entry[..<colon])
+            var keys: [String: String] = [:]
+            for pair in entry[entry.index(after: colon)...].split(separator: ",", omittingEmptySubsequences: true) {
+                guard let eq = pair.firstIndex(of: "="), eq != pair.startIndex,
+                      let value = unescapedAddressValue(pair[pair.index(after: eq)...]) else { return nil }
+                keys[String(pair[..<eq])] = value
+            }
+            let kept: [String]
+            switch transport {
+            case "unix":
+                if let path = keys["path"] {
+                    keys["path"] = path.hasPrefix("/") ? (realPath(path) ?? path) : path
+                    kept = ["path"]
+                } else if keys["abstract"] != nil {
+                    kept = ["abstract"]
+                } else {
+                    kept = keys.keys.filter { $0 != "guid" }.sorted()
+                }
+            case "tcp", "nonce-tcp":
+                kept = ["host", "port", "family"].filter { keys[$0] != nil }
+            default:
+                kept = keys.keys.filter { $0 != "guid" }.sorted()
+            }
+            entries.append(transport + ":" + kept.map { $0 + "=" + escapedAddressValue(keys[$0]!) }.joined(separator: ","))
+        }
+        return entries.isEmpty ? nil : entries.joined(separator: ";")
+    }
+
+    /// The inverse of `escapedAddressValue`: `%XX` becomes the byte; nil for a bad escape.
+    static func unescapedAddressValue(_ value: Substring) -> String? {
+        var out: [UInt8] = []
+        var bytes = Array(value.utf8)[...]
+        while let b = bytes.popFirst() {
+            guard b == UInt8(ascii: "%") else { out.append(b); continue }
+            let hex = bytes.prefix(2)
+            guard hex.count == 2, hex.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x66) }),
+                  let v = UInt8(String(decoding: hex, as: UTF8.self), radix: 16) else { return nil }
+            out.append(v)
+            bytes = bytes.dropFirst(2)
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// D-Bus address value escaping (what `g_dbus_address_escape_value` does): bytes outside

@@ -48,13 +48,20 @@ extension Services {
             let keyring = KeyringCache(settings: g.cache, diagnostic: { line in
                 if g.verbose { console.err("chatgpt-credential: debug: " + Sanitize.line(line)) }
             })
-            // Entries are keyed by the store's identity: the encrypted file's path, or the bus on
-            // which libsecret would find the Secret Service (found without loading libsecret).
+            // Entries are keyed by the store's identity, normalised: the encrypted file's real
+            // path, or the bus on which libsecret would find the Secret Service (found without
+            // loading libsecret). A hit for the file store is served only while the file (and its
+            // key) would pass a store read's owner and mode checks (man page ACCESS CACHE).
             return CredentialCache(keyring: keyring, identity: { kind, profile in
                 switch kind {
-                case .file: return paths.encryptedFile(for: profile).map { StoreIdentity.file(path: $0) }
+                case .file: return paths.encryptedFile(for: profile).flatMap { StoreIdentity.file(normalising: $0) }
                 case .secretService: return StoreIdentity.secretService(environment: env)
                 }
+            }, storeCheck: { kind, profile in
+                guard kind == .file else { return true }
+                guard let dir = paths.dataDirectory, let file = paths.encryptedFile(for: profile) else { return false }
+                return FileSystem.isPrivate(dir, follow: true, directory: true) && FileSystem.isPrivate(file)
+                    && paths.identityFile.map { FileSystem.isPrivate($0, missingIsFine: true) } ?? true
             })
         }
         return services

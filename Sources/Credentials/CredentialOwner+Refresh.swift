@@ -65,7 +65,7 @@ extension CredentialOwner {
             if let hit = cachedAnswer(cache, kind, need) { return .answer(hit) } // filled while we waited
             guard let located = try locate() else { throw CredentialError.notSignedIn(profile: profile.name) }
             guard case .use(let notice) = RefreshPolicy.decide(located.document, need, now: now()) else { return .refreshDue(located) }
-            cache.apply(.stored(located.document, in: located.store), profile) // a fill, not a change
+            cache.fill(located.document, from: located.store, profile) // a fill, not a change
             return .answer(FreshCredential(document: located.document, notices: notice.map { [$0] } ?? [], refreshed: false))
         }
     }

@@ -5,12 +5,14 @@ import Glibc
 
 /// A profile's lock, with one discipline for every caller: inside a process callers queue on a
 /// mutex per profile, across processes on flock(2) of `NAME.lock` in the user's lock directory
-/// (`Paths.lockDirectory`). Every change to a credential holds it exclusively. The kernel drops a
-/// flock when its holder dies (even by SIGKILL), so a crashed writer never wedges the profile.
+/// (`Paths.lockDirectory`: chosen by the uid alone, so every process of the user meets on the
+/// same file whatever its environment; checked by `LockDirectory`). One lock per user and profile
+/// covers every store: `auto` writes one store and deletes the other's copy under it. Every
+/// change to a credential holds it exclusively. The kernel drops a flock when its holder dies
+/// (even by SIGKILL), so a crashed writer never wedges the profile.
 package final class ProfileLock {
     package let profile: Profile
-    /// nil when no lock directory can be found (no runtime directory, no HOME): only the
-    /// in-process mutex then applies.
+    /// nil only in unit tests that want the in-process mutex alone.
     package let path: String?
     /// Seconds to wait for another holder before `lockTimeout` (exit 4).
     package let timeout: Double

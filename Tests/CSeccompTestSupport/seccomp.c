@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <linux/keyctl.h>
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #define CSECCOMP_ARCH AUDIT_ARCH_X86_64
@@ -34,4 +36,8 @@ int cseccomp_refuse_keyring_calls(int calls, int error) {
     /* Needed without CAP_SYS_ADMIN; like the filter, it holds for this thread only. */
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
     return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program);
+}
+
+int ctest_join_new_session_keyring(void) {
+    return (int)syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, (long)0);
 }

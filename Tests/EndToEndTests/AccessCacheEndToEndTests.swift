@@ -20,12 +20,16 @@ import Glibc
         return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    static func fileEntry(_ s: Sandbox, _ profile: String = "default") -> String {
-        "chatgpt-credential:v2:\(profile):file:\(s.dataDir)/\(profile).age"
+    static func fileEntry(_ s: Sandbox, _ profile: String? = nil) -> String {
+        let profile = profile ?? s.profile
+        return "chatgpt-credential:v2:\(profile):file:\(s.dataDir)/\(profile).age"
     }
 
+    /// The entry of a bus: its address normalised as the man page says (here: `guid` dropped;
+    /// the test buses' socket paths are already real paths).
     static func busEntry(_ address: String, _ profile: String) -> String {
-        "chatgpt-credential:v2:\(profile):secret-service:\(address)"
+        let normalised = address.split(separator: ",").filter { !$0.hasPrefix("guid=") }.joined(separator: ",")
+        return "chatgpt-credential:v2:\(profile):secret-service:\(normalised)"
     }
 
     /// A file-store sandbox signed in through `store`, its token expiring in `expiresIn`.
@@ -41,7 +45,7 @@ import Glibc
         defer { _ = s.run(["erase", "--no-revoke"]) }
         #expect(s.run(["get"]).stdout == t.accessToken + "\n")
         let serial = try #require(Self.serial(Self.fileEntry(s)), "no entry after a get")
-        #expect(Self.tool(["rdescribe", serial]).stdout == "user;\(geteuid());\(getegid());3f000000;\(Self.fileEntry(s))\n")
+        #expect(Self.tool(["rdescribe", serial]).stdout == "user;\(geteuid());\(getegid());001b0000;\(Self.fileEntry(s))\n")
         let payload = Self.tool(["pipe", serial])
         #expect(payload.status == 0)
         #expect(Hostile.contains(payload.stdoutBytes, t.accessToken) && Hostile.contains(payload.stdoutBytes, t.idToken))

@@ -73,7 +73,7 @@ import Glibc
         for dir in [s.root + "/new", dataHome, dataHome + "/chatgpt-credential"] {
             #expect(Hostile.mode(dir) == 0o700, "\(dir)")
         }
-        #expect(Hostile.mode(dataHome + "/chatgpt-credential/default.age") == 0o600)
+        #expect(Hostile.mode(dataHome + "/chatgpt-credential/\(s.profile).age") == 0o600)
         #expect(Hostile.mode(s.identityFile) == 0o600)
         #expect(s.run(["get"]).stdout == t.accessToken + "\n")
     }
@@ -161,7 +161,7 @@ import Glibc
         let victim = s.root + "/victim"
         #expect(FileManager.default.createFile(atPath: victim, contents: Data("victim".utf8)))
         var planted = first.map(name)
-        planted += ["default.age.tmp", ".default.age.tmp", "default.age~", "default.age.new", ".default.age.swp"].map { s.dataDir + "/" + $0 }
+        planted += ["\(s.profile).age.tmp", ".\(s.profile).age.tmp", "\(s.profile).age~", "\(s.profile).age.new", ".\(s.profile).age.swp"].map { s.dataDir + "/" + $0 }
         for p in planted { #expect(symlink(victim, p) == 0, "\(p)") }
         let second = try tempOpens()
         #expect(second.count == 1)
@@ -181,8 +181,8 @@ import Glibc
         dead.executableURL = URL(fileURLWithPath: "/bin/true")
         try dead.run()
         dead.waitUntilExit()
-        let stale = [".default.age.tmp-\(dead.processIdentifier)-0a1b2c", ".identity.tmp-\(dead.processIdentifier)-3d4e5f"]
-        let kept = [".default.age.tmp-\(getpid())-5f6a7b", ".default.age.tmp-notapid-1", "default.age.tmp-\(dead.processIdentifier)-1"]
+        let stale = [".\(s.profile).age.tmp-\(dead.processIdentifier)-0a1b2c", ".identity.tmp-\(dead.processIdentifier)-3d4e5f"]
+        let kept = [".\(s.profile).age.tmp-\(getpid())-5f6a7b", ".\(s.profile).age.tmp-notapid-1", "\(s.profile).age.tmp-\(dead.processIdentifier)-1"]
         for name in stale + kept {
             let dir = name.hasPrefix(".identity") ? s.configDir : s.dataDir
             #expect(FileManager.default.createFile(atPath: dir + "/" + name, contents: Data("age ciphertext".utf8),
@@ -190,7 +190,7 @@ import Glibc
         }
         let t = try issuer.seed()
         #expect(s.run(["store"], stdin: t.storeJSON).status == 0)
-        #expect(Hostile.listing(s.dataDir) == (["default.age"] + kept).sorted())
+        #expect(Hostile.listing(s.dataDir) == (["\(s.profile).age"] + kept).sorted())
         // The identity's directory is swept only when a key is written; the credential's was.
         #expect(Hostile.listing(s.configDir).contains(stale[1]))
     }
@@ -312,7 +312,7 @@ import Glibc
         #expect(st.status == 5, "\(st.stderr)")
         #expect(st.stderr.contains(expected))
         #expect(FileManager.default.contents(atPath: s.credentialPath()) == before) // untouched
-        #expect(Hostile.listing(s.dataDir).sorted() == ["default.age"])
+        #expect(Hostile.listing(s.dataDir).sorted() == ["\(s.profile).age"])
         _ = t
     }
 

@@ -20,7 +20,7 @@ import Glibc
 
         func counter(_ name: String) throws -> Int { try issuer.counter(name) }
         func last(_ name: String) throws -> String? { try issuer.stats()["last_" + name] as? String }
-        func storedAccessToken(_ profile: String = "default") throws -> String? {
+        func storedAccessToken(_ profile: String? = nil) throws -> String? {
             try sandbox.storedDocument(profile)?["access_token"] as? String
         }
     }
@@ -197,7 +197,8 @@ import Glibc
         #expect(r.status == 3, "\(r.stderr)")
         #expect(r.stdout.isEmpty)
         #expect(Hostile.isOneLine(r.stderr), "\(r.stderr)")
-        #expect(r.stderr.contains("rejected the access token") && r.stderr.contains("chatgpt-credential login"), "\(r.stderr)")
+        #expect(r.stderr.contains("rejected the access token")
+                && r.stderr.contains("chatgpt-credential --profile \(w.sandbox.profile) login"), "\(r.stderr)")
         #expect(try w.counter("refresh_requests") == 1) // one refresh, one retry, no more
         #expect(try w.counter("usage_requests") == 2)
         #expect(try w.sandbox.storedDocument()?["refresh_token"] as? String != nil) // kept
@@ -222,7 +223,9 @@ import Glibc
     @Test func notSignedInIsExit3WithoutARequest() throws {
         let issuer = try TestIssuer()
         let s = Sandbox(bus: .none, store: "file")
-        let r = s.run(["usage"], env: ["CHATGPT_CREDENTIAL_ISSUER": issuer.url, "CHATGPT_CREDENTIAL_BACKEND": issuer.url + "/backend-api"])
+        // The default profile's wording (nothing is written, so the shared profile name is safe).
+        let r = s.run(["usage"], env: ["CHATGPT_CREDENTIAL_ISSUER": issuer.url, "CHATGPT_CREDENTIAL_BACKEND": issuer.url + "/backend-api",
+                                       "CHATGPT_CREDENTIAL_PROFILE": "default"])
         #expect(r.status == 3, "\(r.stderr)")
         #expect(r.stdout.isEmpty)
         #expect(r.stderr == "chatgpt-credential: not signed in; run: chatgpt-credential login\n")

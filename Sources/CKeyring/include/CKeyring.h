@@ -22,6 +22,11 @@
 #define CKEYRING_POS_LINK    0x10000000u /* be linked into a keyring */
 #define CKEYRING_POS_SETATTR 0x20000000u /* change the permissions and the timeout */
 #define CKEYRING_POS_ALL     0x3f000000u
+/* The same rights for the key's owner (a process whose fsuid is the key's uid), one byte down. */
+#define CKEYRING_USR_VIEW    0x00010000u
+#define CKEYRING_USR_READ    0x00020000u
+#define CKEYRING_USR_SEARCH  0x00080000u
+#define CKEYRING_USR_LINK    0x00100000u
 
 /* add_key(2): a new key of TYPE in KEYRING, or the payload of the one already there replaced. */
 int32_t ckeyring_add(const char *type, const char *description, const void *payload, size_t length,

@@ -15,12 +15,15 @@ public final class FileLock {
 
     private init(fd: Int32, path: String) { self.fd = fd; self.path = path }
 
-    /// Opens (creating) the lock file without locking it. Throws `storeFailure` when it cannot be
-    /// used: a FIFO, a symlink, a directory, no permission.
+    /// Opens (creating) the lock file without locking it. Its directory is checked (and created)
+    /// by `LockDirectory.open`; the file is opened relative to that checked directory, so nothing
+    /// can be swapped in between. Throws `storeFailure` when it cannot be used: a FIFO, a
+    /// symlink, a directory, no permission.
     public static func open(path: String) throws -> FileLock {
-        let dir = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
-        try AtomicFile.checkDirectory(dir, create: true)
-        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0o600)
+        let (dir, name) = AtomicFile.split(path)
+        let dirFD = try LockDirectory.open(dir)
+        defer { close(dirFD) }
+        let fd = openat(dirFD, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0o600)
         guard fd >= 0 else {
             throw CredentialError.storeFailure("cannot open the lock file \(path): \(FileSystem.errorText(errno))")
         }
@@ -76,4 +79,57 @@ public final class FileLock {
     }
 
     deinit { release() }
+}
+
+/// The directory of the profile locks (man page FILES): `Paths.lockDirectory`. Its parent is
+/// `/run/user/UID` or the shared, sticky `/tmp`, where another user may have created the name
+/// first: so it is looked at with lstat (a symlink is never followed), must be a directory of
+/// this user with no group or other permission bits, and anything else is refused (exit 5, one
+/// line), never repaired: a chmod or a chown of something another user made would hand them the
+/// lock. Only a directory this process has just created is set to 0700 (against a umask).
+public enum LockDirectory {
+    /// Creates `dir` (0700, the last component only) when missing, checks it, and returns an
+    /// O_DIRECTORY descriptor of exactly what was checked.
+    public static func open(_ dir: String) throws -> Int32 {
+        if mkdir(dir, 0o700) == 0 {
+            // Ours alone: created just now, in a parent where nobody else can replace it.
+            chmod(dir, 0o700)
+        } else if errno != EEXIST {
+            throw CredentialError.storeFailure("cannot create the lock directory \(dir): \(FileSystem.errorText(errno))")
+        }
+        let fd = Glibc.open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else {
+            let e = errno
+            if e == ELOOP || e == ENOTDIR {
+                throw CredentialError.storeFailure("the lock directory \(dir) is not a directory (a symbolic link or a file); refusing to use it: remove it")
+            }
+            throw CredentialError.storeFailure("cannot open the lock directory \(dir): \(FileSystem.errorText(e))")
+        }
+        var st = stat()
+        do {
+            guard fstat(fd, &st) == 0 else {
+                throw CredentialError.storeFailure("cannot stat the lock directory \(dir): \(FileSystem.errorText(errno))")
+            }
+            try check(st, dir)
+        } catch {
+            close(fd)
+            throw error
+        }
+        return fd
+    }
+
+    /// The rule alone, for a directory's stat: a directory, this user's, no group/other bits.
+    static func check(_ st: stat, _ dir: String) throws {
+        guard st.st_mode & S_IFMT == S_IFDIR else {
+            throw CredentialError.storeFailure("the lock directory \(dir) is not a directory; refusing to use it: remove it")
+        }
+        guard st.st_uid == geteuid() else {
+            throw CredentialError.storeFailure(
+                "the lock directory \(dir) belongs to another user (uid \(st.st_uid)); refusing to use it: have it removed, or run as its owner")
+        }
+        guard st.st_mode & 0o077 == 0 else {
+            throw CredentialError.storeFailure(
+                "the lock directory \(dir) may be used by other users (mode \(String(st.st_mode & 0o777, radix: 8))); refusing to use it: remove it")
+        }
+    }
 }

@@ -7,7 +7,8 @@ import Glibc
 public struct Paths: Sendable {
     public let dataDirectory: String?     // $XDG_DATA_HOME/chatgpt-credential
     public let configDirectory: String?   // $XDG_CONFIG_HOME/chatgpt-credential
-    /// $XDG_RUNTIME_DIR as given (absolute), before any ownership check.
+    /// $XDG_RUNTIME_DIR as given (absolute), before any ownership check. Never used for the
+    /// locks (`lockDirectory` depends on the uid alone).
     public let runtimeBase: String?
 
     public init(environment env: [String: String]) {
@@ -34,25 +35,26 @@ public struct Paths: Sendable {
         dataDirectory.map { Paths.encryptedFile(in: $0, for: profile) }
     }
 
-    /// Where the per-profile locks (and the shared refresh back-off) live. They belong to the user
-    /// and the profile, not to the caller's data directory (SPEC "Changes to a credential: one
-    /// owner"), so two processes of one user that share a keyring share the lock whatever their
-    /// XDG_DATA_HOME: `$XDG_RUNTIME_DIR/chatgpt-credential` when XDG_RUNTIME_DIR is a directory
-    /// of this user, else `/run/user/UID/chatgpt-credential` when that is, else beside the file
-    /// store. (FileLock then creates the directory 0700 and refuses it if it is loose or foreign.)
-    public func lockDirectory() -> String? {
-        func ours(_ dir: String) -> Bool {
-            var st = stat()
-            return stat(dir, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR && st.st_uid == geteuid()
+    /// Where the per-profile locks (and the shared refresh back-off) live (man page FILES). The
+    /// place depends only on the uid, never on an environment string, so every process of one
+    /// user takes the same lock whatever its XDG_RUNTIME_DIR, XDG_DATA_HOME or bus address:
+    /// `/run/user/UID/chatgpt-credential` when `/run/user/UID` is what logind makes (a real
+    /// directory of this user that nobody else can write), else `/tmp/chatgpt-credential-UID`
+    /// (tmux's model). `LockDirectory.open` then creates it 0700 and refuses it when it is not a
+    /// directory of this user that only the user can access; it is never followed nor chmod'ed.
+    public func lockDirectory() -> String { Paths.lockDirectory(uid: geteuid()) }
+
+    public static func lockDirectory(uid: uid_t) -> String {
+        let run = "/run/user/\(uid)"
+        var st = stat()
+        if lstat(run, &st) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_uid == uid, st.st_mode & 0o022 == 0 {
+            return run + "/chatgpt-credential"
         }
-        if let r = runtimeBase, ours(r) { return r + "/chatgpt-credential" }
-        let run = "/run/user/\(geteuid())"
-        if ours(run) { return run + "/chatgpt-credential" }
-        return dataDirectory
+        return "/tmp/chatgpt-credential-\(uid)"
     }
 
     /// The per-profile lock file, `NAME.lock` in `lockDirectory()`.
-    public func lockFile(for profile: Profile) -> String? {
-        lockDirectory().map { $0 + "/" + profile.name + ".lock" }
+    public func lockFile(for profile: Profile) -> String {
+        lockDirectory() + "/" + profile.name + ".lock"
     }
 }

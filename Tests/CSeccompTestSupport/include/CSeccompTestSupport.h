@@ -11,4 +11,9 @@
  * It cannot be removed: call it on a thread that ends afterwards. Returns 0, or -1 with errno. */
 int cseccomp_refuse_keyring_calls(int calls, int error);
 
+/* Test-only: makes the CALLING THREAD join a new anonymous session keyring that does not link
+ * the user keyring (what `keyctl session -` does for a process). Returns the keyring's serial,
+ * or -1 with errno. Call it on a thread that ends afterwards. */
+int ctest_join_new_session_keyring(void);
+
 #endif

@@ -149,11 +149,12 @@ final class Background {
 
 extension Sandbox {
     var identityFile: String { configDir + "/identity" }
-    func credentialPath(_ profile: String = "default") -> String { dataDir + "/\(profile).age" }
+    func credentialPath(_ profile: String? = nil) -> String { dataDir + "/\(profile ?? self.profile).age" }
 
     /// Seeds a token family and stores it for `profile` with `store` ({"access_token","refresh_token","id_token"}).
     @discardableResult
-    func storeSeeded(_ issuer: TestIssuer, profile: String = "default", _ options: [String: Any] = [:]) throws -> TestIssuer.SeededTokens {
+    func storeSeeded(_ issuer: TestIssuer, profile: String? = nil, _ options: [String: Any] = [:]) throws -> TestIssuer.SeededTokens {
+        let profile = profile ?? self.profile
         env["CHATGPT_CREDENTIAL_ISSUER"] = issuer.url
         env["CHATGPT_CREDENTIAL_STORE"] = "file"
         let t = try issuer.seed(options)
@@ -165,7 +166,7 @@ extension Sandbox {
     /// The stored document of `profile` decrypted by the `age` tool with the sandbox's identity;
     /// nil when there is no file. Throws when the file exists but is not a complete age file of a
     /// JSON object.
-    func storedDocument(_ profile: String = "default") throws -> [String: Any]? {
+    func storedDocument(_ profile: String? = nil) throws -> [String: Any]? {
         let path = credentialPath(profile)
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         let r = Harness.run(Hostile.age, ["-d", "-i", identityFile, path], env: env)

@@ -118,12 +118,17 @@ enum Harness {
 
 /// A throwaway HOME with its own XDG directories. The D-Bus session of the test process is
 /// passed through (so the Secret Service is the throwaway keyring `make test` started) unless
-/// `bus` says otherwise.
+/// `bus` says otherwise. Its default profile (`CHATGPT_CREDENTIAL_PROFILE`) is a name of its own:
+/// the profile locks, the shared back-off and the access-cache entries belong to the user and
+/// the profile (man page FILES, ACCESS CACHE), not to a HOME, so sandboxes running at the same
+/// time must not share a profile name.
 final class Sandbox {
     enum Bus { case inherit, none }
 
     let root: String
     var env: [String: String]
+    /// The profile a run uses unless it says `--profile`.
+    let profile = uniqueProfile("sb")
 
     init(bus: Bus = .inherit, store: String? = nil) {
         var template = Array("/tmp/ccred-test-XXXXXX".utf8CString)
@@ -144,6 +149,7 @@ final class Sandbox {
         }
         if bus == .inherit, let addr = parent["DBUS_SESSION_BUS_ADDRESS"] { e["DBUS_SESSION_BUS_ADDRESS"] = addr }
         if let store { e["CHATGPT_CREDENTIAL_STORE"] = store }
+        e["CHATGPT_CREDENTIAL_PROFILE"] = profile
         env = e
     }
 
@@ -152,12 +158,24 @@ final class Sandbox {
     }
 
     var dataDir: String { env["XDG_DATA_HOME"]! + "/chatgpt-credential" }
-    /// Where the profile locks (and the shared refresh back-off) live: the user's runtime
-    /// directory, not the data directory (SPEC "Changes to a credential: one owner").
-    var lockDir: String { env["XDG_RUNTIME_DIR"]! + "/chatgpt-credential" }
-    func lockFile(_ profile: String = "default") -> String { lockDir + "/\(profile).lock" }
+    /// Where the profile locks (and the shared refresh back-off) live: chosen by the uid alone
+    /// (man page FILES), whatever the sandbox's XDG directories.
+    var lockDir: String { Sandbox.userLockDir }
+    static var userLockDir: String {
+        let uid = geteuid()
+        var st = stat()
+        if lstat("/run/user/\(uid)", &st) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_uid == uid, st.st_mode & 0o022 == 0 {
+            return "/run/user/\(uid)/chatgpt-credential"
+        }
+        return "/tmp/chatgpt-credential-\(uid)"
+    }
+    func lockFile(_ profile: String? = nil) -> String { lockDir + "/\(profile ?? self.profile).lock" }
     /// Forgets a transient refresh failure another run recorded, so the next get asks the issuer.
-    func forgetSharedBackoff(_ profile: String = "default") { unlink(lockDir + "/\(profile).backoff") }
+    func forgetSharedBackoff(_ profile: String? = nil) { unlink(lockDir + "/\(profile ?? self.profile).backoff") }
+    /// This sandbox's files in the shared lock directory (its profile's lock and back-off).
+    var ownLockFiles: [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: lockDir)) ?? []).filter { $0.hasPrefix(profile + ".") }.sorted()
+    }
     var configDir: String { env["XDG_CONFIG_HOME"]! + "/chatgpt-credential" }
 
     /// Runs `chatgpt-credential ARGS…` (or the same binary under another argv[0] via a symlink).

@@ -103,8 +103,8 @@ extension Sandbox {
         return tokens
     }
 
-    /// The encrypted credential file of the default profile.
-    var credentialFile: String { dataDir + "/default.age" }
+    /// The encrypted credential file of the sandbox's profile.
+    var credentialFile: String { dataDir + "/\(profile).age" }
     func fileBytes(_ path: String) -> [UInt8]? { FileManager.default.contents(atPath: path).map(Array.init) }
 
     /// What `chatgpt-credential get` prints now (the stored token, refreshed when needed).
