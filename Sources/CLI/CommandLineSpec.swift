@@ -186,6 +186,7 @@ public enum CommandLineSpec {
         "status": ["\(programName) status", "\(programName) status --all --json"],
         "usage": ["\(programName) usage", "\(programName) usage --json | jq '.windows[]'"],
         "exec": ["\(programName) exec -- sh -c \\\n    'curl -H \"Authorization: Bearer $CHATGPT_ACCESS_TOKEN\" URL'"],
+        "refresh": ["\(programName) refresh", "\(programName) refresh --all --if-idle 7   # what the daily timer runs"],
         "help": ["\(programName) help get"],
     ]
 

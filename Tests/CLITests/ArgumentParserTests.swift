@@ -49,7 +49,7 @@ import Testing
             }
         }
         #expect(throws: CredentialError.usage("option --if-idle needs a value (DAYS)")) { try parse(["refresh", "--if-idle"]) }
-        #expect(throws: CredentialError.usage("unknown option '--json' for 'refresh'")) { try parse(["refresh", "--json"]) }
+        #expect(throws: CredentialError.usage("unknown option '--json' for 'refresh' (see: chatgpt-credential refresh --help)")) { try parse(["refresh", "--json"]) }
     }
 
     @Test func getFormatsAndTTL() throws {

@@ -229,7 +229,8 @@ import Glibc
     @Test func emptyVariablesCountAsUnsetOtherBadValuesExit2() throws {
         let issuer = try TestIssuer()
         let s = Sandbox(bus: .none)
-        let t = try s.storeSeeded(issuer) // the default profile, in the file
+        // The profile named `default` (not the sandbox's own): an empty PROFILE must mean it.
+        let t = try s.storeSeeded(issuer, profile: "default")
         var empty: [String: String] = [:]
         for name in ["PROFILE", "STORE", "NONINTERACTIVE", "DEBUG", "ISSUER", "BACKEND", "CACHE", "CACHE_TTL",
                      "PASSPHRASE_FILE", "BROKER", "DBUS_TIMEOUT", "LOCK_TIMEOUT"] {

@@ -169,7 +169,7 @@ import Glibc
         for bad in ["0", "366", "x"] {
             let r = s.run(["refresh", "--all", "--if-idle", bad])
             #expect(r.status == 2, "--if-idle \(bad): exit \(r.status)")
-            #expect(r.stderr == "chatgpt-credential: invalid value '\(bad)' for --if-idle: a number of days from 1 to 365 (see 'chatgpt-credential --help')\n")
+            #expect(r.stderr == "chatgpt-credential: invalid value '\(bad)' for --if-idle: a number of days from 1 to 365 (see: chatgpt-credential --help)\n")
         }
         let missing = s.run(["--profile", "nobody", "refresh"])
         #expect(missing.status == 3, "\(missing.stderr)")

@@ -89,6 +89,11 @@ func failureLine(_ stderr: String) -> String {
 
 let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001"
 
+/// The line a sign-in ends with in `s`: a profile other than `default` is named after it.
+func signedIn(_ s: Sandbox) -> String {
+    signedInLine + (s.profile == "default" ? "" : " (profile \(s.profile))")
+}
+
 // MARK: device flow (no ports: runs in parallel)
 
 @Suite struct DeviceLoginTests {
@@ -100,12 +105,12 @@ let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.isEmpty)
         let lines = r.stderr.split(separator: "\n").map(String.init)
-        #expect(lines.last == signedInLine)
+        #expect(lines.last == signedIn(f.sandbox))
         #expect(lines.contains("    " + f.issuer.url + "/codex/device"))
         #expect(r.stderr.contains("Never share this code: whoever enters it signs in as you."))
         #expect(r.stderr.contains("The code expires in 15 minutes"))
         // 80 columns, broken at spaces, no program prefix on the prompt's lines.
-        for line in lines { #expect(line.count <= 80 && !line.hasPrefix("chatgpt-credential:"), "\(line)") }
+        for line in lines.dropLast() { #expect(line.count <= 80 && !line.hasPrefix("chatgpt-credential:"), "\(line)") }
         #expect(hasNoEscape(r.stderr), "no OSC 52 when stderr is not a terminal")
         // The user code stands alone on its line.
         #expect(lines.contains { $0.range(of: #"^ +[A-Z0-9]{4}-[A-Z0-9]{5}$"#, options: .regularExpression) != nil })
@@ -309,7 +314,7 @@ let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001
         #expect(address.hasPrefix("http://localhost:1455/auth/callback?code="))
         live.send(address + "\n")
         #expect(live.wait(timeout: 30) == 0, "\(live.stderr)")
-        #expect(live.stderr.hasSuffix(signedInLine + "\n"))
+        #expect(live.stderr.hasSuffix(signedIn(f.sandbox) + "\n"))
         #expect(f.run(["get"]).status == 0)
     }
 
@@ -334,12 +339,12 @@ let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001
         #expect(waitForWords(first, "paste the address the browser ended on again (2 tries left"))
         first.send(address + "\n")
         #expect(first.wait(timeout: 30) == 0, "\(first.stderr)")
-        #expect(first.stderr.hasSuffix(signedInLine + "\n"))
+        #expect(first.stderr.hasSuffix(signedIn(f.sandbox) + "\n"))
         #expect(!first.stderr.contains("This replaces"))
 
         let second = try LiveRun(f.sandbox, ["login", "--no-browser"])
         #expect(second.waitFor("press Enter"))
-        #expect(second.stderr.hasPrefix("This replaces the sign-in of user@example.com for profile 'default' once the new one succeeds.\n"))
+        #expect(second.stderr.hasPrefix("This replaces the sign-in of user@example.com for profile '\(f.sandbox.profile)' once the new one succeeds.\n"))
         for left in ["2 tries", "1 try"] {
             second.send("code=x\n")
             #expect(waitForWords(second, "again (\(left) left"))
@@ -413,7 +418,7 @@ let signedInLine = "Signed in as user@example.com (plus), account acct-test-0001
         let browser = f.browserScript()
         let r = f.run(["login", "--browser"], env: ["BROWSER": browser.program])
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(r.stderr.hasSuffix(signedInLine + "\n"))
+        #expect(r.stderr.hasSuffix(signedIn(f.sandbox) + "\n"))
         #expect(r.stderr.contains("/oauth/authorize?"), "the URL is printed even when a browser is opened")
         #expect(f.lastRedirectURI == "http://localhost:1455/auth/callback")
         let log = f.browserLog(browser.log)
