@@ -140,15 +140,15 @@ package final class BrokerServer: @unchecked Sendable {
             case .timedOut:
                 // Nothing of a next request: an idle kept-alive connection just closes.
                 if buffer.isEmpty { return }
-                refuse(fd, peer, .failure(status: 400, message: "the request head did not arrive within \(Int(settings.requestDeadline)) s"), path: nil, deadline: deadline)
+                refuse(fd, peer, .failure(status: 400, message: "the request head did not arrive within \(Int(settings.requestDeadline)) s"), path: nil, deadline: writeDeadline())
                 return
             case .tooLarge:
-                refuse(fd, peer, .failure(status: 400, message: "the request head is larger than \(BrokerProtocol.maxHeadBytes / 1024) KiB"), path: nil, deadline: deadline)
+                refuse(fd, peer, .failure(status: 400, message: "the request head is larger than \(BrokerProtocol.maxHeadBytes / 1024) KiB"), path: nil, deadline: writeDeadline())
                 return
             case .head(let end):
                 let parsed = BrokerRequest.parse(buffer[0..<end])
                 buffer.removeFirst(end)
-                let writeDeadline = Clock.monotonicMillis() + Int64(settings.requestDeadline * 1000)
+                let writeDeadline = writeDeadline()
                 guard allowed else {
                     let path: String?, profile: String?
                     switch parsed {
@@ -172,6 +172,9 @@ package final class BrokerServer: @unchecked Sendable {
             }
         }
     }
+
+    /// Until when an answer may take to be written.
+    private func writeDeadline() -> Int64 { Clock.monotonicMillis() + Int64(max(settings.requestDeadline, 1) * 1000) }
 
     /// Answers a refused request, then closes the connection without resetting it: what the
     /// client still sends is read and dropped for a moment, so it sees the answer.
