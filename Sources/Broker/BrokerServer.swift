@@ -64,6 +64,21 @@ package final class BrokerServer: @unchecked Sendable {
         if stopPipe[1] >= 0 { _ = write(stopPipe[1], &b, 1) }
     }
 
+    /// Makes SIGTERM, SIGINT and SIGHUP end `run` as `stop()` does, so that `systemctl stop` or
+    /// Ctrl-C removes the socket file and exits 0. They are unblocked too: a launcher may have
+    /// started the broker with them blocked or ignored.
+    package func stopOnTerminationSignals() {
+        guard stopPipe[1] >= 0 else { return }
+        brokerStopFD = stopPipe[1]
+        var set = sigset_t()
+        sigemptyset(&set)
+        for sig in [SIGTERM, SIGINT, SIGHUP] {
+            signal(sig, brokerStopHandler)
+            sigaddset(&set, sig)
+        }
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    }
+
     /// Why `run` returned.
     package enum Ending: Equatable, Sendable { case idle, stopped }
 
@@ -248,6 +263,14 @@ package final class BrokerServer: @unchecked Sendable {
             return true
         }
     }
+}
+
+/// The write end of the stop pipe of the server that handles termination signals.
+nonisolated(unsafe) private var brokerStopFD: Int32 = -1
+
+private func brokerStopHandler(_ signal: Int32) {
+    var b: UInt8 = 1
+    _ = write(brokerStopFD, &b, 1) // async-signal-safe
 }
 
 /// Runs `body` on a new detached thread (a connection; GCD would cap them at the core count
