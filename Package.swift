@@ -116,6 +116,7 @@ let package = Package(
 let fuzzTargets: [(name: String, fuzzes: [Target.Dependency])] = [
     ("age", ["Age"]),
     ("base64", []),
+    ("broker_request", ["Broker", "CredentialCore"]),
     ("clock", ["CredentialCore"]),
     ("config", ["Age", "OAuth", "CredentialCore"]),
     ("docker", ["HelperProtocols", "CredentialCore"]),
