@@ -208,6 +208,40 @@ import Glibc
         }
     }
 
+    @Test func theDefaultSocketIsInTheUsersRuntimeDirectory() throws {
+        let w = try World()
+        let dir = Paths.userRuntimeDirectory()
+        let run = try LiveRun(w.sandbox, ["serve", "--idle-exit", "1"])
+        #expect(run.wait(timeout: 30) != nil)
+        if run.stderr.contains("a broker is already listening") { return } // a broker of this user runs: not ours to stop
+        #expect(run.process.terminationStatus == 0, "\(run.stderr)")
+        #expect(run.stderr.hasPrefix("chatgpt-credential: broker listening on \(dir)/broker.sock; exits after 1 s without a connection\n"), "\(run.stderr)")
+        var st = stat()
+        #expect(lstat(dir, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR && st.st_mode & 0o777 == 0o700 && st.st_uid == geteuid())
+        #expect(lstat(dir + "/broker.sock", &st) != 0, "the socket file outlived the broker")
+    }
+
+    @Test func aSocketLeftByAKilledBrokerIsReplacedALiveOneIsNot() throws {
+        let w = try World()
+        let first = try w.serve()
+        // A second broker on the same live socket is refused, and the first keeps serving.
+        let second = w.sandbox.run(["serve", "--socket", w.socket, "--idle-exit", "1"])
+        #expect(second.status == 1 && second.stderr.contains("a broker is already listening on \(w.socket)"), "\(second.stderr)")
+        #expect(w.curl("/v1/health").status == 200)
+        kill(first.process.processIdentifier, SIGKILL)
+        _ = first.wait(timeout: 10)
+        var st = stat()
+        #expect(lstat(w.socket, &st) == 0) // left behind
+        try w.serve()
+        #expect(w.curl("/v1/health").status == 200)
+        // Never follows a symlink put where the socket goes.
+        w.stop()
+        symlink(w.sandbox.root + "/elsewhere", w.socket)
+        let linked = w.sandbox.run(["serve", "--socket", w.socket, "--idle-exit", "1"])
+        #expect(linked.status == 1 && linked.stderr.contains("is not a socket of this user"), "\(linked.stderr)")
+        #expect(lstat(w.sandbox.root + "/elsewhere", &st) != 0)
+    }
+
     // MARK: who may ask
 
     @Test func anotherUserIsRefusedEvenWithTheSocketWorldWritable() throws {
