@@ -155,10 +155,12 @@ package final class BrokerServer: @unchecked Sendable {
             case .timedOut:
                 // Nothing of a next request: an idle kept-alive connection just closes.
                 if buffer.isEmpty { return }
-                refuse(fd, peer, .failure(status: 400, message: "the request head did not arrive within \(Int(settings.requestDeadline)) s"), path: nil, deadline: writeDeadline())
+                refuse(fd, peer, allowed ? .failure(status: 400, message: "the request head did not arrive within \(Int(settings.requestDeadline)) s")
+                                         : notAllowed(peer), path: nil, deadline: writeDeadline())
                 return
             case .tooLarge:
-                refuse(fd, peer, .failure(status: 400, message: "the request head is larger than \(BrokerProtocol.maxHeadBytes / 1024) KiB"), path: nil, deadline: writeDeadline())
+                refuse(fd, peer, allowed ? .failure(status: 400, message: "the request head is larger than \(BrokerProtocol.maxHeadBytes / 1024) KiB")
+                                         : notAllowed(peer), path: nil, deadline: writeDeadline())
                 return
             case .head(let end):
                 let parsed = BrokerRequest.parse(buffer[0..<end])
@@ -170,7 +172,9 @@ package final class BrokerServer: @unchecked Sendable {
                     case .success(let r): path = r.path; profile = r.profile?.name
                     case .failure(let e): path = e.path; profile = nil
                     }
-                    refuse(fd, peer, .failure(status: 403, message: "uid \(peer.uid) may not use this broker", profile: profile), path: path, deadline: writeDeadline)
+                    var answer = notAllowed(peer)
+                    answer.profile = profile
+                    refuse(fd, peer, answer, path: path, deadline: writeDeadline)
                     return
                 }
                 switch parsed {
@@ -186,6 +190,11 @@ package final class BrokerServer: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// 403: whatever the peer asked (or failed to ask), a user the broker does not serve.
+    private func notAllowed(_ peer: BrokerPeer) -> BrokerAnswer {
+        .failure(status: 403, message: "uid \(peer.uid) may not use this broker")
     }
 
     /// Until when an answer may take to be written.

@@ -259,9 +259,11 @@ import Glibc
         #expect(Self.json(r.body)?["error"] as? String == "peer_refused")
         #expect(!r.body.contains(w.tokens.accessToken))
         #expect(w.curl("/v1/health", as: nobody).status == 403)
+        // Also when what it sends would be refused anyway (too long): 403, not 400.
+        #expect(w.curl("/v1/token?profile=" + String(repeating: "a", count: 9000), as: nobody).status == 403)
         w.stop()
         let audit = Self.auditLines(broker)
-        #expect(audit.count == 2 && audit.allSatisfy { $0.contains(" uid=65534 ") && $0.hasSuffix(" status=403 peer_refused") }, "\(audit)")
+        #expect(audit.count == 3 && audit.allSatisfy { $0.contains(" uid=65534 ") && $0.hasSuffix(" status=403 peer_refused") }, "\(audit)")
 
         // Named with --allow-uid, the same user is answered.
         let allowed = try World()
