@@ -287,7 +287,7 @@ import Glibc
         defer { _ = Harness.rm(dir) }
         symlink("/tmp/elsewhere.sock", dir + "/link.sock")
         #expect(throws: CredentialError.self) { try BrokerListener.bind(path: dir + "/link.sock") }
-        FileManager.default.createFile(atPath: dir + "/file.sock", contents: Data())
+        #expect(FileManager.default.createFile(atPath: dir + "/file.sock", contents: Data()))
         #expect(throws: CredentialError.self) { try BrokerListener.bind(path: dir + "/file.sock") }
         #expect(FileManager.default.fileExists(atPath: dir + "/file.sock"))
         mkdir(dir + "/loose", 0o777)
