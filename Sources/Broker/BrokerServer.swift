@@ -147,7 +147,9 @@ package final class BrokerServer: @unchecked Sendable {
         guard let peer = BrokerPeer.of(fd) else { return }
         let allowed = peer.uid == ownUID || settings.allowedUIDs.contains(peer.uid)
         var buffer: [UInt8] = []
-        for _ in 0..<settings.maxRequestsPerConnection {
+        for served in 0..<settings.maxRequestsPerConnection {
+            // The last request this connection may carry is answered with Connection: close.
+            let last = served == settings.maxRequestsPerConnection - 1
             let deadline = Clock.monotonicMillis() + Int64(settings.requestDeadline * 1000)
             switch readHead(fd, &buffer, deadline: deadline) {
             case .closed:
@@ -184,9 +186,10 @@ package final class BrokerServer: @unchecked Sendable {
                 case .success(let request):
                     var answer = handler(request, peer)
                     if answer.profile == nil { answer.profile = request.profile?.name }
-                    let sent = send(fd, answer.serialized(keepAlive: request.keepAlive), deadline: writeDeadline)
+                    let keepAlive = request.keepAlive && !last
+                    let sent = send(fd, answer.serialized(keepAlive: keepAlive), deadline: writeDeadline)
                     record(peer, path: request.path, answer)
-                    if !sent || !request.keepAlive { return }
+                    if !sent || !keepAlive { return }
                 }
             }
         }

@@ -163,6 +163,20 @@ import Glibc
         #expect(s.recorder.all.map(\.outcome) == ["ok", "ok", "login_required"])
     }
 
+    @Test func theLastRequestAConnectionMayCarrySaysClose() throws {
+        var settings = BrokerServer.Settings()
+        settings.maxRequestsPerConnection = 3
+        let s = try Running(settings)
+        let c = try Client(s.path)
+        for expected in ["keep-alive", "keep-alive", "close"] {
+            c.send("GET /v1/health HTTP/1.1\r\n\r\n")
+            #expect(c.response()?.headers["connection"] == expected)
+        }
+        #expect(c.closedByServer())
+        c.close()
+        s.stop()
+    }
+
     @Test func refusalsCloseTheConnectionAfterAnswering() throws {
         let s = try Running()
         for (request, status) in [("POST /v1/token HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405),
