@@ -187,7 +187,7 @@ package final class BrokerServer: @unchecked Sendable {
                     var answer = handler(request, peer)
                     if answer.profile == nil { answer.profile = request.profile?.name }
                     let keepAlive = request.keepAlive && !last
-                    let sent = send(fd, answer.serialized(keepAlive: keepAlive), deadline: writeDeadline)
+                    let sent = send(fd, answer, keepAlive: keepAlive, deadline: writeDeadline)
                     record(peer, path: request.path, answer)
                     if !sent || !keepAlive { return }
                 }
@@ -206,7 +206,7 @@ package final class BrokerServer: @unchecked Sendable {
     /// Answers a refused request, then closes the connection without resetting it: what the
     /// client still sends is read and dropped for a moment, so it sees the answer.
     private func refuse(_ fd: Int32, _ peer: BrokerPeer, _ answer: consuming BrokerAnswer, path: String?, deadline: Int64) {
-        _ = send(fd, answer.serialized(keepAlive: false), deadline: deadline)
+        _ = send(fd, answer, keepAlive: false, deadline: deadline)
         record(peer, path: path, answer)
         shutdown(fd, Int32(SHUT_WR))
         var sink = [UInt8](repeating: 0, count: 4096)
@@ -257,23 +257,42 @@ package final class BrokerServer: @unchecked Sendable {
         }
     }
 
-    /// Writes all of `bytes` before `deadline`; false when the peer went away or was too slow.
-    func send(_ fd: Int32, _ bytes: consuming SecretBytes, deadline: Int64) -> Bool {
-        bytes.withUnsafeBytes { raw in
-            var off = 0
-            while off < raw.count {
-                let left = deadline - Clock.monotonicMillis()
-                if left <= 0 { return false }
-                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                let ready = poll(&p, 1, Int32(clamping: left))
-                if ready < 0 { if errno == EINTR { continue }; return false }
-                if ready == 0 { return false }
-                let n = Glibc.send(fd, raw.baseAddress! + off, raw.count - off, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-                if n < 0 { if errno == EINTR || errno == EAGAIN { continue }; return false }
-                off += n
+    /// Writes the answer's head, then its body from its guarded buffer (no copy of it), before
+    /// `deadline`; false when the peer went away or was too slow.
+    func send(_ fd: Int32, _ answer: borrowing BrokerAnswer, keepAlive: Bool, deadline: Int64) -> Bool {
+        let head = answer.head(keepAlive: keepAlive)
+        return head.withUnsafeBytes { h in
+            answer.body.withUnsafeBytes { b in
+                // Both in one sendmsg(2), so the client wakes once; what did not fit, piece by piece.
+                var iov = [iovec(iov_base: UnsafeMutableRawPointer(mutating: h.baseAddress), iov_len: h.count),
+                           iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress), iov_len: b.count)]
+                let n = iov.withUnsafeMutableBufferPointer { p -> Int in
+                    var msg = msghdr()
+                    msg.msg_iov = p.baseAddress
+                    msg.msg_iovlen = 2
+                    return sendmsg(fd, &msg, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                }
+                if n < 0 && errno != EAGAIN && errno != EINTR { return false }
+                let sent = max(n, 0)
+                if sent < h.count, !send(fd, UnsafeRawBufferPointer(rebasing: h[sent...]), deadline: deadline) { return false }
+                return send(fd, UnsafeRawBufferPointer(rebasing: b[max(0, sent - h.count)...]), deadline: deadline)
             }
-            return true
         }
+    }
+
+    func send(_ fd: Int32, _ raw: UnsafeRawBufferPointer, deadline: Int64) -> Bool {
+        var off = 0
+        while off < raw.count {
+            // Try first; wait (until the deadline) only when the socket's buffer is full.
+            let n = Glibc.send(fd, raw.baseAddress! + off, raw.count - off, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            if n >= 0 { off += n; continue }
+            guard errno == EINTR || errno == EAGAIN else { return false }
+            let left = deadline - Clock.monotonicMillis()
+            if left <= 0 { return false }
+            var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            if poll(&p, 1, Int32(clamping: left)) == 0 { return false }
+        }
+        return true
     }
 }
 
