@@ -5,7 +5,7 @@ import Glibc
 #endif
 
 /// The broker's server loop (man page BROKER): accepts connections on a listening UNIX socket,
-/// one thread per connection, checks the peer (`SO_PEERCRED`), reads bounded request heads under
+/// each served by a thread of its own (kept for later connections), checks the peer (`SO_PEERCRED`), reads bounded request heads under
 /// a deadline, asks `handler` for each answer and reports one audit record per answer. It holds
 /// no policy: what an answer says is the handler's (the CLI's, through the one owner).
 package final class BrokerServer: @unchecked Sendable {
@@ -16,7 +16,7 @@ package final class BrokerServer: @unchecked Sendable {
         package var allowedUIDs: Set<UInt32> = []
         /// Seconds a client has to send a complete request head (also the keep-alive idle time).
         package var requestDeadline: Double = 5
-        /// Connections served at once; further ones wait in the listen backlog.
+        /// Connections served at once (one thread each); further ones wait in the listen backlog.
         package var maxConnections = 128
         /// Requests on one kept-alive connection before the broker closes it.
         package var maxRequestsPerConnection = 10_000
@@ -34,7 +34,13 @@ package final class BrokerServer: @unchecked Sendable {
     private var mutex = pthread_mutex_t()
     private var slotFree = pthread_cond_t()
     private var auditMutex = pthread_mutex_t()
+    /// Connections accepted and not yet finished (queued or being served).
     private var active = 0
+    /// Accepted connections no thread has taken yet.
+    private var pending: [Int32] = []
+    private var idleWorkers = 0
+    private var stopping = false
+    private var work = pthread_cond_t()
     private var lastActivity = Clock.monotonicMillis()
     private var stopPipe: [Int32] = [-1, -1]
 
@@ -46,6 +52,7 @@ package final class BrokerServer: @unchecked Sendable {
         self.audit = audit
         pthread_mutex_init(&mutex, nil)
         pthread_cond_init(&slotFree, nil)
+        pthread_cond_init(&work, nil)
         pthread_mutex_init(&auditMutex, nil)
         if pipe(&stopPipe) == 0 {
             for fd in stopPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC); _ = fcntl(fd, F_SETFL, O_NONBLOCK) }
@@ -119,25 +126,57 @@ package final class BrokerServer: @unchecked Sendable {
             lock()
             active += 1
             lastActivity = Clock.monotonicMillis()
+            pending.append(conn)
+            // A new thread only when no idle one is left for this connection (threads are kept
+            // for the next connections: a clone(2) and a stack per connection cost more than
+            // answering a warm request).
+            let needWorker = pending.count > idleWorkers
+            if !needWorker { pthread_cond_signal(&work) }
             unlock()
-            spawn { [self] in
-                serve(connection: conn)
-                close(conn)
+            if needWorker && !spawn({ [self] in worker() }) {
+                // No thread to be had: serve it here rather than drop it.
                 lock()
-                active -= 1
-                lastActivity = Clock.monotonicMillis()
-                pthread_cond_signal(&slotFree)
+                let taken = pending.firstIndex(of: conn).map { pending.remove(at: $0) }
                 unlock()
+                if let taken {
+                    serve(connection: taken)
+                    close(taken)
+                    lock(); active -= 1; lastActivity = Clock.monotonicMillis(); unlock()
+                }
             }
+        }
+    }
+
+    /// A connection thread: serves queued connections, waits for more while the server runs.
+    private func worker() {
+        lock()
+        while true {
+            while pending.isEmpty && !stopping {
+                idleWorkers += 1
+                pthread_cond_wait(&work, &mutex)
+                idleWorkers -= 1
+            }
+            if pending.isEmpty { unlock(); return } // stopping
+            let conn = pending.removeFirst()
+            unlock()
+            serve(connection: conn)
+            close(conn)
+            lock()
+            active -= 1
+            lastActivity = Clock.monotonicMillis()
+            pthread_cond_signal(&slotFree)
         }
     }
 
     private func lock() { pthread_mutex_lock(&mutex) }
     private func unlock() { pthread_mutex_unlock(&mutex) }
 
+    /// Waits until every accepted connection is finished, then lets the idle threads end.
     private func waitForConnections() {
         lock()
         while active > 0 { pthread_cond_wait(&slotFree, &mutex) }
+        stopping = true
+        pthread_cond_broadcast(&work)
         unlock()
     }
 
@@ -304,9 +343,9 @@ private func brokerStopHandler(_ signal: Int32) {
     _ = write(brokerStopFD, &b, 1) // async-signal-safe
 }
 
-/// Runs `body` on a new detached thread (a connection; GCD would cap them at the core count
-/// and a slow store would then hold up everyone).
-private func spawn(_ body: @escaping () -> Void) {
+/// Runs `body` on a new detached thread (a connection's; GCD would cap them at the core count
+/// and a slow store would then hold up everyone). False when no thread could be made.
+private func spawn(_ body: @escaping () -> Void) -> Bool {
     final class Box { let body: () -> Void; init(_ b: @escaping () -> Void) { body = b } }
     let box = Unmanaged.passRetained(Box(body)).toOpaque()
     var attr = pthread_attr_t()
@@ -318,8 +357,6 @@ private func spawn(_ body: @escaping () -> Void) {
         return nil
     }, box)
     pthread_attr_destroy(&attr)
-    if rc != 0 {
-        // No thread: serve it here rather than drop it.
-        Unmanaged<Box>.fromOpaque(box).takeRetainedValue().body()
-    }
+    if rc != 0 { Unmanaged<Box>.fromOpaque(box).release() }
+    return rc == 0
 }

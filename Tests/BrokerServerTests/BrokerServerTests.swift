@@ -272,6 +272,33 @@ import Glibc
         #expect(s.recorder.all.count == 1000)
     }
 
+    @Test func moreClientsThanConnectionSlotsWaitTheirTurn() throws {
+        var settings = BrokerServer.Settings()
+        settings.maxConnections = 2
+        let s = try Running(settings)
+        // Two connections held open take both slots; a third is answered once one closes.
+        let a = try Client(s.path), b = try Client(s.path)
+        a.send("GET /v1/health HTTP/1.1\r\n\r\n")
+        b.send("GET /v1/health HTTP/1.1\r\n\r\n")
+        #expect(a.response()?.status == 200 && b.response()?.status == 200)
+        let c = try Client(s.path)
+        c.send("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n")
+        var p = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&p, 1, 300) == 0, "answered beyond the connection limit")
+        a.close()
+        #expect(c.response()?.status == 200)
+        b.close(); c.close()
+        // Threads are kept and reused: many connections one after another.
+        for _ in 0..<200 {
+            let d = try Client(s.path)
+            d.send("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n")
+            #expect(d.response()?.status == 200)
+            d.close()
+        }
+        #expect(s.stop() == .stopped)
+        #expect(s.recorder.all.count == 203)
+    }
+
     // MARK: binding
 
     func tempDir() -> String {
