@@ -92,6 +92,7 @@ let package = Package(
         .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "Secrets", "CSeccompTestSupport", "TestSupport"]),
         .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "BrokerServerTests", dependencies: ["Broker", "CredentialCore", "Secrets"]),
         .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
@@ -115,6 +116,7 @@ let package = Package(
 let fuzzTargets: [(name: String, fuzzes: [Target.Dependency])] = [
     ("age", ["Age"]),
     ("base64", []),
+    ("broker_request", ["Broker", "CredentialCore"]),
     ("clock", ["CredentialCore"]),
     ("config", ["Age", "OAuth", "CredentialCore"]),
     ("docker", ["HelperProtocols", "CredentialCore"]),

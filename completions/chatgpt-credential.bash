@@ -19,7 +19,7 @@ _chatgpt_credential_profiles()
 _chatgpt_credential()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev= prefix=
-    local verbs="login get store erase status usage refresh exec help"
+    local verbs="login get store erase status usage refresh exec serve help"
     local globals="--profile --store --protocol --non-interactive --verbose -v --no-cache --version --help -h"
     (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}
     COMPREPLY=()
@@ -73,7 +73,15 @@ _chatgpt_credential()
         --store) values="auto secret-service file" ;;
         --protocol) values="plain git docker" ;;
         --profile) values=$(_chatgpt_credential_profiles) ;;
-        --min-ttl|--if-idle) return 0 ;;
+        --min-ttl|--if-idle|--idle-exit|--allow-uid) return 0 ;;
+        --socket)
+            if [[ $verb == serve ]]; then
+                IFS=$'\n'
+                COMPREPLY=($(compgen -f -- "$cur"))
+                [[ -n $prefix ]] && COMPREPLY=("${COMPREPLY[@]/#/$prefix}")
+                compopt -o filenames 2>/dev/null
+                return 0
+            fi ;;
         --from-codex)
             # An optional PATH: offer files unless the word looks like the next option.
             if [[ $verb == store && ( -n $prefix || $cur != -* ) ]]; then
@@ -101,6 +109,7 @@ _chatgpt_credential()
         usage) opts+=" --json --all" ;;
         refresh) opts+=" --all --if-idle" ;;
         exec) opts+=" --" ;;
+        serve) opts+=" --socket --idle-exit --allow-uid" ;;
     esac
 
     if [[ $cur == -* ]]; then

@@ -13,6 +13,10 @@ public final class Runner {
     let console: Console
     let services: Services
 
+    /// False for the broker's answers: a signal deferred during one client's refresh stops the
+    /// server after that answer (`serve`), it does not turn the answer into an exit.
+    var stopsOnDeferredSignal = true
+
     public init(console: Console, services: Services) {
         self.console = console
         self.services = services
@@ -30,6 +34,8 @@ public final class Runner {
                 _ = try IssuerConfig.fromEnvironment(services.environment)
             }
             let outcome = try dispatch(invocation.command, g)
+            // The broker acts on a deferred signal itself (it stops after that answer, exit 0).
+            if case .serve = invocation.command { return outcome }
             return SignalDeferral.deferredSignal.map { DeferredSignal($0).outcome } ?? outcome
         } catch let s as DeferredSignal {
             return s.outcome
@@ -54,7 +60,7 @@ public final class Runner {
     /// anything is printed: a signal deferred meanwhile ends the run now.
     /// `error`: what the owner threw, said on stderr (never stdout, whatever the wire) first.
     func stopIfSignalled(after error: Error? = nil) throws {
-        guard let n = SignalDeferral.deferredSignal else { return }
+        guard stopsOnDeferredSignal, let n = SignalDeferral.deferredSignal else { return }
         if let e = error as? CredentialError { console.err("chatgpt-credential: " + e.message) }
         throw DeferredSignal(n)
     }
@@ -106,6 +112,8 @@ public final class Runner {
             return try login(g, mode: mode, clipboard: clipboard)
         case .store(let fromCodex):
             return try store(g, fromCodex: fromCodex)
+        case .serve(let options):
+            return try serve(g, options)
         case .helper(.git, let verb):
             return try gitHelper(g, verb: verb)
         case .helper(.docker, let verb):
