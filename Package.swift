@@ -90,6 +90,7 @@ let package = Package(
         // Runs the built binary under that filter, for the end-to-end tests (never shipped).
         .executableTarget(name: "seccomp-exec", dependencies: ["CSeccompTestSupport"], path: "Tests/SeccompExec"),
         .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "Secrets", "CSeccompTestSupport"]),
+        .testTarget(name: "BrokerClientTests", dependencies: ["Broker", "CredentialCore", "Secrets"]),
         .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),

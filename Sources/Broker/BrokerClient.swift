@@ -37,13 +37,6 @@ package struct BrokerAddress: Equatable, Sendable {
     package var description: String { "unix:" + path }
 }
 
-/// A broker's answer: the status code and the body, in guarded memory (a token answer carries
-/// the access token).
-package struct BrokerAnswer: ~Copyable {
-    package let status: Int
-    package let body: SecretBytes
-}
-
 /// Asks the broker at `address`. Every call has one deadline (`timeout`, 10 s by default) that
 /// covers connecting, writing the request and reading the whole answer.
 package struct BrokerClient: Sendable {
@@ -56,6 +49,13 @@ package struct BrokerClient: Sendable {
     package static let maxAnswerBytes = 256 * 1024
     /// The members of an answer that are tokens: parsed into guarded memory, never into Strings.
     package static let secretKeys: Set<String> = ["access_token", "id_token"]
+
+    /// A broker's answer: the status code and the body, in guarded memory (a token answer
+    /// carries the access token).
+    package struct Reply: ~Copyable {
+        package let status: Int
+        package let body: SecretBytes
+    }
 
     package init(address: BrokerAddress, timeout: Double = BrokerClient.defaultTimeout) {
         self.address = address
@@ -92,7 +92,7 @@ package struct BrokerClient: Sendable {
     }
 
     /// One request, one answer (`Connection: close`), within the deadline.
-    package func get(_ target: String) throws -> BrokerAnswer {
+    package func get(_ target: String) throws -> Reply {
         let stop = Clock.monotonicMillis() + Int64(timeout * 1000)
         let fd = try connect(until: stop)
         defer { close(fd) }
@@ -236,7 +236,7 @@ package struct BrokerClient: Sendable {
 
     /// Status and body of a complete answer. Chunked bodies are not spoken (the broker sends a
     /// length, or closes the connection after the body).
-    package static func parseAnswer(_ raw: borrowing SecretBytes, from broker: String) throws -> BrokerAnswer {
+    package static func parseAnswer(_ raw: borrowing SecretBytes, from broker: String) throws -> Reply {
         func malformed(_ why: String) -> CredentialError {
             .failure("the broker at \(broker) sent a malformed answer (\(why))")
         }
@@ -254,6 +254,6 @@ package struct BrokerClient: Sendable {
             length = declared
         }
         let body = raw.withUnsafeBytes { SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[end..<(end + length)])) }
-        return BrokerAnswer(status: code, body: body)
+        return Reply(status: code, body: body)
     }
 }
