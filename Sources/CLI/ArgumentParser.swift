@@ -28,6 +28,7 @@ public enum ArgumentParser {
 
         var verb: String?
         var verbFlags: [String: String?] = [:]
+        var verbLists: [String: [String]] = [:]
         var rest: [String] = []
         var wantHelp = false
         var wantVersion = false
@@ -85,6 +86,11 @@ public enum ArgumentParser {
                         throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))' for '\(v)'")
                     }
                     throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))'")
+                }
+                if spec.repeatable {
+                    verbLists[spec.long, default: []].append(try value(spec))
+                    verbFlags[spec.long] = .some(nil)
+                    continue
                 }
                 if verbFlags[spec.long] != nil { throw CredentialError.usage("option \(spec.long) given twice") }
                 if spec.value == nil {
@@ -174,6 +180,25 @@ public enum ArgumentParser {
             command = .status(json: has("--json"), all: has("--all"))
         case "usage":
             command = .usage(json: has("--json"))
+        case "serve":
+            var o = ServeOptions()
+            if let path = verbFlags["--socket"] ?? nil {
+                guard !path.isEmpty, !path.utf8.contains(0) else { throw CredentialError.usage("--socket needs a path") }
+                o.socket = path
+            }
+            if let raw = verbFlags["--idle-exit"] ?? nil {
+                guard raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(raw), n <= 86400 * 366 else {
+                    throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --idle-exit: a number of seconds from 0 to 31622400")
+                }
+                o.idleExit = n
+            }
+            for raw in verbLists["--allow-uid"] ?? [] {
+                guard raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let uid = UInt32(raw), uid != UInt32.max else {
+                    throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --allow-uid: a numeric user id")
+                }
+                o.allowedUIDs.append(uid)
+            }
+            command = .serve(o)
         case "exec":
             guard !rest.isEmpty else { throw CredentialError.usage("exec needs a command: chatgpt-credential exec -- CMD [ARG…]") }
             command = .exec(rest)

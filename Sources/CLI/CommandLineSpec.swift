@@ -21,11 +21,14 @@ public struct OptionSpec: Sendable {
     /// value is the option's value or a yes/no.
     public let envValue: String?
     public let help: String
+    /// May be given more than once (`--allow-uid`); each value is kept.
+    public let repeatable: Bool
 
     init(_ long: String, short: Character? = nil, value: String? = nil, valueOptional: Bool = false,
-         choices: [String] = [], env: String? = nil, envValue: String? = nil, _ help: String) {
+         choices: [String] = [], env: String? = nil, envValue: String? = nil, repeatable: Bool = false, _ help: String) {
         self.long = long; self.short = short; self.value = value; self.valueOptional = valueOptional
         self.choices = choices; self.env = env; self.envValue = envValue; self.help = help
+        self.repeatable = repeatable
     }
 }
 
@@ -138,6 +141,22 @@ public enum CommandLineSpec {
                  and exits with its exit status. The token never appears in argv.
                  """,
                  options: []),
+        VerbSpec(name: "serve", synopsis: "serve [--socket PATH] [--idle-exit SECONDS] [--allow-uid UID]…",
+                 summary: "answer token requests over a UNIX socket (the broker)",
+                 details: """
+                 Answers HTTP/1.1 GET requests on a UNIX stream socket, for containers, sandboxes
+                 and services: /v1/token?profile=NAME&min_ttl=SECONDS (what get --json prints),
+                 /v1/usage?profile=NAME (what usage --json prints) and /v1/health. Every answer
+                 goes through the same lock, access cache and refresh as get; the refresh token
+                 never leaves. Only processes of this user (or of a uid given with --allow-uid)
+                 are answered. One audit line per answer on stderr. Under systemd socket
+                 activation it serves the socket it is given.
+                 """,
+                 options: [
+                    OptionSpec("--socket", value: "PATH", "the socket to create (default: broker.sock in the runtime directory, see FILES)"),
+                    OptionSpec("--idle-exit", value: "SECONDS", "exit 0 after this long without a connection (default 0 = never; 60 under socket activation)"),
+                    OptionSpec("--allow-uid", value: "UID", repeatable: true, "also answer processes of this user id (repeatable)"),
+                 ]),
         VerbSpec(name: "help", synopsis: "help [VERB]", summary: "show help for a verb", details: "", options: []),
     ]
 

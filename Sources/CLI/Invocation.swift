@@ -43,6 +43,18 @@ public struct GetOptions: Sendable, Equatable {
     public var freshness: Freshness { Freshness(minTTL: minTTL, forceRefresh: forceRefresh, requiredTTL: requiredTTL) }
 }
 
+/// `serve [--socket PATH] [--idle-exit SECONDS] [--allow-uid UID]…`.
+public struct ServeOptions: Sendable, Equatable {
+    /// nil: `broker.sock` in the user's runtime directory (or the socket systemd passes).
+    public var socket: String?
+    /// nil: 0 (never) when started by hand, 60 under socket activation.
+    public var idleExit: Int?
+    public var allowedUIDs: [UInt32] = []
+    public init(socket: String? = nil, idleExit: Int? = nil, allowedUIDs: [UInt32] = []) {
+        self.socket = socket; self.idleExit = idleExit; self.allowedUIDs = allowedUIDs
+    }
+}
+
 public enum Command: Sendable {
     case help(verb: String?)
     case version
@@ -54,6 +66,8 @@ public enum Command: Sendable {
     case status(json: Bool, all: Bool)
     case usage(json: Bool)
     case exec([String])
+    /// `serve`: the broker (man page BROKER).
+    case serve(ServeOptions)
     /// A git/docker protocol verb (any word; unknown ones are ignored by the protocol).
     case helper(WireProtocol, verb: String)
 }

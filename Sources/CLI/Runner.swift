@@ -85,6 +85,8 @@ public final class Runner {
             return try login(g, mode: mode)
         case .store(let fromCodex):
             return try store(g, fromCodex: fromCodex)
+        case .serve(let options):
+            return try serve(g, options)
         case .helper(.git, let verb):
             return try gitHelper(g, verb: verb)
         case .helper(.docker, let verb):

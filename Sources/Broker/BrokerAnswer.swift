@@ -1,0 +1,124 @@
+import CredentialCore
+import Secrets
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the broker sends back for one request: a status and a JSON body. The body may hold an
+/// access token, so it lives in guarded memory until it is written to the socket.
+package struct BrokerAnswer: ~Copyable {
+    package var status: Int
+    package var body: SecretBytes
+    /// For the audit line: `ok`, or the `error` member of a failure. Never a token.
+    package var outcome: String
+    /// The profile the answer is about (for the audit line), when the handler knows it.
+    package var profile: String?
+
+    package init(status: Int, body: consuming SecretBytes, outcome: String, profile: String? = nil) {
+        self.status = status
+        self.body = body
+        self.outcome = outcome
+        self.profile = profile
+    }
+
+    /// 200 with `json` (plain data, no secret) and a line feed.
+    package static func ok(_ json: String, profile: String? = nil) -> BrokerAnswer {
+        BrokerAnswer(status: 200, body: SecretBytes(copying: (json.hasSuffix("\n") ? json : json + "\n").utf8), outcome: "ok", profile: profile)
+    }
+
+    /// `{"error":CODE,"message":TEXT}` with `status`; the code follows from the status.
+    package static func failure(status: Int, message: String, profile: String? = nil) -> BrokerAnswer {
+        let code = BrokerProtocol.errorCode(forStatus: status)
+        let json = JSON.serialize(.object([("error", .string(code)), ("message", .string(Sanitize.line(message)))]))
+        return BrokerAnswer(status: status, body: SecretBytes(copying: (json + "\n").utf8), outcome: code, profile: profile)
+    }
+
+    static func reason(_ status: Int) -> String {
+        switch status {
+        case 200: return "OK"
+        case 400: return "Bad Request"
+        case 401: return "Unauthorized"
+        case 403: return "Forbidden"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 502: return "Bad Gateway"
+        case 503: return "Service Unavailable"
+        default: return "Internal Server Error"
+        }
+    }
+
+    /// The whole HTTP/1.1 response, head and body, in one guarded buffer.
+    package func serialized(keepAlive: Bool) -> SecretBytes {
+        var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Type: application/json\r\n"
+        head += "Content-Length: \(body.count)\r\nCache-Control: no-store\r\n"
+        if status == 405 { head += "Allow: GET\r\n" }
+        head += keepAlive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n"
+        var out = SecretBytes(capacity: head.utf8.count + body.count)
+        out.append(utf8: head)
+        out.append(body)
+        return out
+    }
+}
+
+/// The process at the other end of a connection, from `SO_PEERCRED` (as it was at connect(2)).
+package struct BrokerPeer: Sendable, Equatable {
+    package var pid: Int32
+    package var uid: UInt32
+    package var gid: UInt32
+    /// `/proc/PID/exe`, made printable (bytes outside visible ASCII %-escaped, at most 256
+    /// bytes); `?` when it cannot be read (another user's process, a non-dumpable one, no /proc).
+    package var executable: String
+
+    package init(pid: Int32, uid: UInt32, gid: UInt32, executable: String) {
+        self.pid = pid; self.uid = uid; self.gid = gid; self.executable = executable
+    }
+
+    /// The peer of a connected UNIX socket; nil when the kernel does not say.
+    package static func of(_ fd: Int32) -> BrokerPeer? {
+        // struct ucred { pid_t pid; uid_t uid; gid_t gid; } (Glibc does not export it to Swift).
+        var cred: (Int32, UInt32, UInt32) = (0, 0, 0)
+        var len = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0, len == 12 else { return nil }
+        return BrokerPeer(pid: cred.0, uid: cred.1, gid: cred.2, executable: executable(of: cred.0))
+    }
+
+    static func executable(of pid: Int32) -> String {
+        guard pid > 0 else { return "?" }
+        var buf = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/\(pid)/exe", &buf, buf.count)
+        guard n > 0 else { return "?" }
+        return printable(buf[0..<n].map { UInt8(bitPattern: $0) }, limit: 256)
+    }
+
+    /// Visible ASCII kept, everything else (spaces, controls, non-ASCII, `%`) as `%XX`, so the
+    /// value is one word of the audit line whatever the file is called.
+    package static func printable(_ bytes: [UInt8], limit: Int) -> String {
+        var out = ""
+        for b in bytes {
+            if out.utf8.count >= limit { out += "…"; break }
+            if b > 0x20, b < 0x7F, b != 0x25, b != 0x22 { out.unicodeScalars.append(UnicodeScalar(b)) }
+            else {
+                let hex = Array("0123456789ABCDEF".utf8)
+                out += "%" + String(decoding: [hex[Int(b >> 4)], hex[Int(b & 15)]], as: UTF8.self)
+            }
+        }
+        return out
+    }
+}
+
+/// One line per answered request (man page BROKER): when, who asked (pid, uid, executable),
+/// what (path, profile) and the outcome. Never a token.
+package struct BrokerAuditRecord: Sendable, Equatable {
+    package var time: Int64
+    package var peer: BrokerPeer
+    package var path: String?
+    package var profile: String?
+    package var status: Int
+    package var outcome: String
+
+    package var line: String {
+        let path = path.map { BrokerPeer.printable(Array($0.utf8), limit: 64) } ?? "-"
+        return "chatgpt-credential: broker: \(Clock.rfc3339(time)) pid=\(peer.pid) uid=\(peer.uid) exe=\(peer.executable)"
+            + " path=\(path) profile=\(profile ?? "-") status=\(status) \(outcome)"
+    }
+}

@@ -1,0 +1,268 @@
+import CredentialCore
+import Secrets
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The broker's server loop (man page BROKER): accepts connections on a listening UNIX socket,
+/// one thread per connection, checks the peer (`SO_PEERCRED`), reads bounded request heads under
+/// a deadline, asks `handler` for each answer and reports one audit record per answer. It holds
+/// no policy: what an answer says is the handler's (the CLI's, through the one owner).
+package final class BrokerServer: @unchecked Sendable {
+    package struct Settings: Sendable {
+        /// Seconds without a connection after which `run` returns; 0: never.
+        package var idleExit: Double = 0
+        /// Users besides this process's own whose processes may ask.
+        package var allowedUIDs: Set<UInt32> = []
+        /// Seconds a client has to send a complete request head (also the keep-alive idle time).
+        package var requestDeadline: Double = 5
+        /// Connections served at once; further ones wait in the listen backlog.
+        package var maxConnections = 128
+        /// Requests on one kept-alive connection before the broker closes it.
+        package var maxRequestsPerConnection = 10_000
+        package init() {}
+    }
+
+    package typealias Handler = @Sendable (BrokerRequest, BrokerPeer) -> BrokerAnswer
+
+    let listenFD: Int32
+    let settings: Settings
+    let handler: Handler
+    let audit: @Sendable (BrokerAuditRecord) -> Void
+    let ownUID = geteuid()
+
+    private var mutex = pthread_mutex_t()
+    private var slotFree = pthread_cond_t()
+    private var auditMutex = pthread_mutex_t()
+    private var active = 0
+    private var lastActivity = Clock.monotonicMillis()
+    private var stopPipe: [Int32] = [-1, -1]
+
+    /// `audit` is called once per answered request, one call at a time.
+    package init(listenFD: Int32, settings: Settings, handler: @escaping Handler, audit: @escaping @Sendable (BrokerAuditRecord) -> Void) {
+        self.listenFD = listenFD
+        self.settings = settings
+        self.handler = handler
+        self.audit = audit
+        pthread_mutex_init(&mutex, nil)
+        pthread_cond_init(&slotFree, nil)
+        pthread_mutex_init(&auditMutex, nil)
+        if pipe(&stopPipe) == 0 {
+            for fd in stopPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC); _ = fcntl(fd, F_SETFL, O_NONBLOCK) }
+        } else {
+            stopPipe = [-1, -1]
+        }
+    }
+
+    deinit {
+        for fd in stopPipe where fd >= 0 { close(fd) }
+    }
+
+    /// Makes `run` return (tests; a signal handler may write to the pipe too).
+    package func stop() {
+        var b: UInt8 = 1
+        if stopPipe[1] >= 0 { _ = write(stopPipe[1], &b, 1) }
+    }
+
+    /// Why `run` returned.
+    package enum Ending: Equatable, Sendable { case idle, stopped }
+
+    /// Serves until `idleExit` seconds pass with no connection open or accepted, or `stop()`.
+    /// Connections still open then are finished first.
+    package func run() throws -> Ending {
+        while true {
+            lock()
+            while active >= settings.maxConnections { pthread_cond_wait(&slotFree, &mutex) }
+            var timeout: Int32 = -1
+            if settings.idleExit > 0 {
+                let left = Int64(settings.idleExit * 1000) - (Clock.monotonicMillis() - lastActivity)
+                if active == 0 && left <= 0 { unlock(); waitForConnections(); return .idle }
+                timeout = Int32(clamping: max(10, min(left, 1000)))
+            }
+            unlock()
+            var fds = [pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)]
+            let n = poll(&fds, stopPipe[0] >= 0 ? 2 : 1, timeout)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw CredentialError.failure("broker: poll failed: \(String(cString: strerror(errno)))")
+            }
+            if fds[1].revents != 0 { waitForConnections(); return .stopped }
+            if n == 0 || fds[0].revents == 0 { continue }
+            // (Glibc does not export accept4 to Swift; this process runs no other program.)
+            let conn = accept(listenFD, nil, nil)
+            if conn < 0 {
+                switch errno {
+                case EAGAIN, EWOULDBLOCK, EINTR, ECONNABORTED, EPROTO: continue
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    usleep(50_000) // out of descriptors: let running connections finish
+                    continue
+                default: throw CredentialError.failure("broker: accept failed: \(String(cString: strerror(errno)))")
+                }
+            }
+            _ = fcntl(conn, F_SETFD, FD_CLOEXEC)
+            lock()
+            active += 1
+            lastActivity = Clock.monotonicMillis()
+            unlock()
+            spawn { [self] in
+                serve(connection: conn)
+                close(conn)
+                lock()
+                active -= 1
+                lastActivity = Clock.monotonicMillis()
+                pthread_cond_signal(&slotFree)
+                unlock()
+            }
+        }
+    }
+
+    private func lock() { pthread_mutex_lock(&mutex) }
+    private func unlock() { pthread_mutex_unlock(&mutex) }
+
+    private func waitForConnections() {
+        lock()
+        while active > 0 { pthread_cond_wait(&slotFree, &mutex) }
+        unlock()
+    }
+
+    // MARK: one connection
+
+    func serve(connection fd: Int32) {
+        guard let peer = BrokerPeer.of(fd) else { return }
+        let allowed = peer.uid == ownUID || settings.allowedUIDs.contains(peer.uid)
+        var buffer: [UInt8] = []
+        for _ in 0..<settings.maxRequestsPerConnection {
+            let deadline = Clock.monotonicMillis() + Int64(settings.requestDeadline * 1000)
+            switch readHead(fd, &buffer, deadline: deadline) {
+            case .closed:
+                return
+            case .timedOut:
+                // Nothing of a next request: an idle kept-alive connection just closes.
+                if buffer.isEmpty { return }
+                refuse(fd, peer, .failure(status: 400, message: "the request head did not arrive within \(Int(settings.requestDeadline)) s"), path: nil, deadline: deadline)
+                return
+            case .tooLarge:
+                refuse(fd, peer, .failure(status: 400, message: "the request head is larger than \(BrokerProtocol.maxHeadBytes / 1024) KiB"), path: nil, deadline: deadline)
+                return
+            case .head(let end):
+                let parsed = BrokerRequest.parse(buffer[0..<end])
+                buffer.removeFirst(end)
+                let writeDeadline = Clock.monotonicMillis() + Int64(settings.requestDeadline * 1000)
+                guard allowed else {
+                    let path: String?, profile: String?
+                    switch parsed {
+                    case .success(let r): path = r.path; profile = r.profile?.name
+                    case .failure(let e): path = e.path; profile = nil
+                    }
+                    refuse(fd, peer, .failure(status: 403, message: "uid \(peer.uid) may not use this broker", profile: profile), path: path, deadline: writeDeadline)
+                    return
+                }
+                switch parsed {
+                case .failure(let e):
+                    refuse(fd, peer, .failure(status: e.status, message: e.message), path: e.path, deadline: writeDeadline)
+                    return
+                case .success(let request):
+                    var answer = handler(request, peer)
+                    if answer.profile == nil { answer.profile = request.profile?.name }
+                    let sent = send(fd, answer.serialized(keepAlive: request.keepAlive), deadline: writeDeadline)
+                    record(peer, path: request.path, answer)
+                    if !sent || !request.keepAlive { return }
+                }
+            }
+        }
+    }
+
+    /// Answers a refused request, then closes the connection without resetting it: what the
+    /// client still sends is read and dropped for a moment, so it sees the answer.
+    private func refuse(_ fd: Int32, _ peer: BrokerPeer, _ answer: consuming BrokerAnswer, path: String?, deadline: Int64) {
+        _ = send(fd, answer.serialized(keepAlive: false), deadline: deadline)
+        record(peer, path: path, answer)
+        shutdown(fd, Int32(SHUT_WR))
+        var sink = [UInt8](repeating: 0, count: 4096)
+        let until = min(deadline, Clock.monotonicMillis() + 1000)
+        var drained = 0
+        while drained < 1 << 20 {
+            let left = until - Clock.monotonicMillis()
+            guard left > 0 else { break }
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&p, 1, Int32(left)) > 0 else { break }
+            let n = recv(fd, &sink, sink.count, 0)
+            if n <= 0 { break }
+            drained += n
+        }
+    }
+
+    private func record(_ peer: BrokerPeer, path: String?, _ answer: borrowing BrokerAnswer) {
+        let r = BrokerAuditRecord(time: Clock.now(), peer: peer, path: path, profile: answer.profile,
+                                  status: answer.status, outcome: answer.outcome)
+        pthread_mutex_lock(&auditMutex)
+        audit(r)
+        pthread_mutex_unlock(&auditMutex)
+    }
+
+    enum HeadRead: Equatable { case head(Int), closed, timedOut, tooLarge }
+
+    /// Reads until `buffer` holds a complete head (its end returned), the peer closes, the
+    /// deadline passes, or more than `maxHeadBytes` arrive without a blank line.
+    func readHead(_ fd: Int32, _ buffer: inout [UInt8], deadline: Int64) -> HeadRead {
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            if let end = BrokerRequest.headEnd(buffer) {
+                return end <= BrokerProtocol.maxHeadBytes ? .head(end) : .tooLarge
+            }
+            if buffer.count > BrokerProtocol.maxHeadBytes { return .tooLarge }
+            let left = deadline - Clock.monotonicMillis()
+            if left <= 0 { return .timedOut }
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&p, 1, Int32(clamping: left))
+            if ready < 0 { if errno == EINTR { continue }; return .closed }
+            if ready == 0 { return .timedOut }
+            // Never more than one byte past the limit is kept.
+            let want = min(chunk.count, BrokerProtocol.maxHeadBytes + 1 - buffer.count)
+            let n = recv(fd, &chunk, want, 0)
+            if n < 0 { if errno == EINTR || errno == EAGAIN { continue }; return .closed }
+            if n == 0 { return .closed }
+            buffer += chunk[0..<n]
+        }
+    }
+
+    /// Writes all of `bytes` before `deadline`; false when the peer went away or was too slow.
+    func send(_ fd: Int32, _ bytes: consuming SecretBytes, deadline: Int64) -> Bool {
+        bytes.withUnsafeBytes { raw in
+            var off = 0
+            while off < raw.count {
+                let left = deadline - Clock.monotonicMillis()
+                if left <= 0 { return false }
+                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                let ready = poll(&p, 1, Int32(clamping: left))
+                if ready < 0 { if errno == EINTR { continue }; return false }
+                if ready == 0 { return false }
+                let n = Glibc.send(fd, raw.baseAddress! + off, raw.count - off, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                if n < 0 { if errno == EINTR || errno == EAGAIN { continue }; return false }
+                off += n
+            }
+            return true
+        }
+    }
+}
+
+/// Runs `body` on a new detached thread (a connection; GCD would cap them at the core count
+/// and a slow store would then hold up everyone).
+private func spawn(_ body: @escaping () -> Void) {
+    final class Box { let body: () -> Void; init(_ b: @escaping () -> Void) { body = b } }
+    let box = Unmanaged.passRetained(Box(body)).toOpaque()
+    var attr = pthread_attr_t()
+    pthread_attr_init(&attr)
+    pthread_attr_setdetachstate(&attr, Int32(PTHREAD_CREATE_DETACHED))
+    var thread = pthread_t()
+    let rc = pthread_create(&thread, &attr, { p in
+        Unmanaged<Box>.fromOpaque(p!).takeRetainedValue().body()
+        return nil
+    }, box)
+    pthread_attr_destroy(&attr)
+    if rc != 0 {
+        // No thread: serve it here rather than drop it.
+        Unmanaged<Box>.fromOpaque(box).takeRetainedValue().body()
+    }
+}
