@@ -53,7 +53,9 @@ import Glibc
             guard let p = serve else { return }
             serve = nil
             if p.isRunning { p.terminate() }
-            let stop = Date().addingTimeInterval(5)
+            // A child of this test process may start with SIGTERM blocked (the mask of the thread
+            // that spawned it): a second, then SIGKILL.
+            let stop = Date().addingTimeInterval(1)
             while p.isRunning && Date() < stop { usleep(10_000) }
             if p.isRunning { kill(p.processIdentifier, SIGKILL) }
             p.waitUntilExit()
@@ -276,6 +278,130 @@ import Glibc
         #expect(dockerList.status == 0 && dockerList.stdout == "{}\n", "\(dockerList.stdout)")
         let idToken = Self.sandboxed(host.socket, ["chatgpt-credential", "get", "--id-token"])
         #expect(idToken.status == 1 && idToken.stdout.isEmpty && idToken.stderr.contains("id token"), "\(idToken.stderr)")
+    }
+
+    // MARK: OpenSSH
+
+    static let sshAvailable = FileManager.default.isExecutableFile(atPath: "/usr/sbin/sshd")
+        && FileManager.default.isExecutableFile(atPath: "/usr/bin/ssh") && FileManager.default.isExecutableFile(atPath: "/usr/bin/ssh-keygen")
+
+    /// Another machine, played by a real sshd on loopback: `ssh -R REMOTE:LOCAL` forwards the
+    /// broker's socket, and client mode on the far side gets the host's token through it (twice:
+    /// the second session replaces the first one's leftover socket, `StreamLocalBindUnlink yes`).
+    @Test(.enabled(if: sshAvailable)) func overAnSSHForwardedSocketAnotherMachineGetsTheToken() throws {
+        let host = try Host()
+        try host.startBroker()
+        defer { host.stopBroker() }
+        let dir = host.socketDirectory
+        let env = ["PATH": "/usr/bin:/bin", "HOME": dir]
+        for key in ["hostkey", "userkey"] {
+            let r = Harness.run("/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", dir + "/" + key], env: env)
+            #expect(r.status == 0, "ssh-keygen: \(r.stderr)")
+        }
+        try FileManager.default.copyItem(atPath: dir + "/userkey.pub", toPath: dir + "/authorized_keys")
+        // sshd refuses to start without its privilege separation directory (Debian: /run/sshd).
+        if geteuid() == 0 { mkdir("/run/sshd", 0o755) }
+        let user = String(cString: getpwuid(geteuid())!.pointee.pw_name)
+        // sshd closes every inherited descriptor at start, which Foundation's Process takes for
+        // the child's exit (it then blocks in waitpid, and no other child is reaped): spawn it
+        // directly and reap it here.
+        var sshd: pid_t = 0
+        var port = 0
+        for _ in 0..<5 where sshd == 0 {
+            port = Int.random(in: 40000...60000)
+            let config = """
+            ListenAddress 127.0.0.1
+            Port \(port)
+            HostKey \(dir)/hostkey
+            AuthorizedKeysFile \(dir)/authorized_keys
+            PermitRootLogin prohibit-password
+            PasswordAuthentication no
+            KbdInteractiveAuthentication no
+            UsePAM no
+            StrictModes no
+            AllowStreamLocalForwarding yes
+            StreamLocalBindUnlink yes
+            PidFile none
+            LogLevel ERROR
+
+            """
+            try config.write(toFile: dir + "/sshd_config", atomically: true, encoding: .utf8)
+            let pid = try Self.spawn("/usr/sbin/sshd", ["-D", "-e", "-f", dir + "/sshd_config"], env: env)
+            // Listening once a connection to the port is accepted.
+            let stop = Date().addingTimeInterval(3)
+            var status: Int32 = 0
+            while Date() < stop && waitpid(pid, &status, WNOHANG) == 0 {
+                if Self.tcpConnects(port) { sshd = pid; break }
+                usleep(20_000)
+            }
+            if sshd == 0 { Self.stop(pid) }
+        }
+        try #require(sshd != 0, "sshd did not start on 127.0.0.1")
+        defer { Self.stop(sshd) }
+
+        let remote = dir + "/remote/chatgpt-credential.sock"
+        mkdir(dir + "/remote", 0o700)
+        let hostToken = host.sandbox.run(["get"]).stdout
+        for session in 1...2 {
+            let start = Date()
+            let r = Harness.run("/usr/bin/ssh", [
+                "-F", "/dev/null", "-i", dir + "/userkey", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                "-o", "ExitOnForwardFailure=yes", "-p", String(port),
+                "-R", remote + ":" + host.socket, user + "@127.0.0.1",
+                "env -i PATH=/usr/bin:/bin CHATGPT_CREDENTIAL_BROKER=unix:\(remote) \(Harness.binary) get && stat -c %a \(remote)",
+            ], env: env, timeout: 30)
+            let took = Date().timeIntervalSince(start)
+            print("client mode over ssh -R, session \(session): exit \(r.status) in \(String(format: "%.2f", took)) s")
+            #expect(r.status == 0 && r.stdout == hostToken + "600\n", "session \(session): \(r.status) \(r.stdout) \(r.stderr)")
+            #expect(!r.allOutput.contains(host.tokens.refreshToken))
+        }
+        #expect(try host.issuer.counter("refresh_success") == 0)
+        #expect(host.log.contains("/v1/token"), "the broker logged no request: \(host.log)")
+    }
+
+    /// posix_spawn with an empty signal mask; the caller reaps the child (`stop`).
+    static func spawn(_ path: String, _ args: [String], env: [String: String]) throws -> pid_t {
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attr, &empty)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK))
+        var files = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&files)
+        defer { posix_spawn_file_actions_destroy(&files) }
+        for fd: Int32 in 0...2 { posix_spawn_file_actions_addopen(&files, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0) }
+        let argv = ([path] + args).map { strdup($0) } + [nil]
+        let envp = env.map { strdup($0.key + "=" + $0.value) } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, path, &files, &attr, argv, envp)
+        guard rc == 0 else { throw HardeningFailure("posix_spawn \(path): \(String(cString: strerror(rc)))") }
+        return pid
+    }
+
+    /// SIGTERM, then SIGKILL after a second; reaped either way.
+    static func stop(_ pid: pid_t) {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        for _ in 0..<100 {
+            if waitpid(pid, &status, WNOHANG) != 0 { return }
+            usleep(10_000)
+        }
+        kill(pid, SIGKILL)
+        waitpid(pid, &status, 0)
+    }
+
+    static func tcpConnects(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var sa = sockaddr_in()
+        sa.sin_family = sa_family_t(AF_INET)
+        sa.sin_port = in_port_t(UInt16(port).bigEndian)
+        sa.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
     }
 
     static func bindUnixSocket(_ path: String) throws -> Int32 {
