@@ -93,6 +93,7 @@ let package = Package(
         .testTarget(name: "BrokerClientTests", dependencies: ["Broker", "CredentialCore", "Secrets"]),
         .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "BrokerServerTests", dependencies: ["Broker", "CredentialCore", "Secrets"]),
         .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
@@ -116,6 +117,7 @@ let package = Package(
 let fuzzTargets: [(name: String, fuzzes: [Target.Dependency])] = [
     ("age", ["Age"]),
     ("base64", []),
+    ("broker_request", ["Broker", "CredentialCore"]),
     ("clock", ["CredentialCore"]),
     ("config", ["Age", "OAuth", "CredentialCore"]),
     ("docker", ["HelperProtocols", "CredentialCore"]),

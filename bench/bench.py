@@ -29,6 +29,10 @@ CROWD_ROUNDS = 1 if SMOKE else 5
 SCRYPT_RSS_KIB = 128 * 1024
 # Warm rows: entries outlive the whole run (the access token itself is valid for a day).
 CACHE_TTL = "3600"
+# The broker row: this many clients at once, each asking this many times.
+BROKER_CLIENTS = 50
+BROKER_REQUESTS = 10 if SMOKE else 100
+BROKER_ONLY = "--broker-only" in sys.argv
 
 
 def sh(cmd, **kw):
@@ -115,6 +119,132 @@ class Issuer:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+# MARK: the broker (man page BROKER): requests over its socket vs one `get` process per request
+
+def broker_request(sock, path):
+    """One GET on a kept-alive connection; returns (status, body). Reads exactly one answer."""
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("short answer")
+        body += chunk
+    return int(head.split(b" ", 2)[1]), body
+
+
+def broker_client(mode, target, requests, start, out):
+    """One client (a forked process): waits for `start`, then makes `requests` requests and sends
+    back its latencies and the distinct answers. mode "keep-alive": one connection for all of
+    them; "connect": a new connection per request; "get": one `get` process per request."""
+    import socket as socketlib
+    lat, answers, failures = [], set(), 0
+    start.wait()
+    conn = None
+    for _ in range(requests):
+        t0 = time.perf_counter()
+        try:
+            if mode == "get":
+                p = subprocess.run(target, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                ok, answer = p.returncode == 0, p.stdout.strip()
+            else:
+                if conn is None:
+                    conn = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+                    conn.settimeout(30)
+                    conn.connect(target)
+                status, body = broker_request(conn, "/v1/token")
+                ok, answer = status == 200, json.loads(body)["access_token"].encode()
+                if mode == "connect":
+                    conn.close()
+                    conn = None
+        except (OSError, ValueError, KeyError):
+            ok, answer, conn = False, b"", None
+        lat.append(time.perf_counter() - t0)
+        failures += not ok
+        answers.add(answer)
+    if conn is not None:
+        conn.close()
+    out.put((lat, sorted(answers), failures))
+
+
+def broker_round(mode, target):
+    """BROKER_CLIENTS clients at once, BROKER_REQUESTS requests each: wall, latencies, answers."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("fork")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=broker_client, args=(mode, target, BROKER_REQUESTS, start, out)) for _ in range(BROKER_CLIENTS)]
+    for p in procs:
+        p.start()
+    time.sleep(0.5)  # every client forked and waiting
+    t0 = time.perf_counter()
+    start.set()
+    results = [out.get(timeout=600) for _ in procs]
+    wall = time.perf_counter() - t0
+    for p in procs:
+        p.join()
+    lat = sorted(x for r in results for x in r[0])
+    answers = set(a for r in results for a in r[1])
+    n = len(lat)
+    return {"wall": wall, "n": n, "rps": n / wall, "p50_ms": lat[n // 2] * 1000, "p99_ms": lat[min(n - 1, int(n * 0.99))] * 1000,
+            "failures": sum(r[2] for r in results), "distinct": len(answers)}
+
+
+def broker_bench(binary, env, work, store):
+    """The broker row: a warm token asked BROKER_CLIENTS × BROKER_REQUESTS times over the socket
+    (kept-alive connections, and a new connection per request), and the same count of `get`
+    processes, BROKER_CLIENTS at a time. Returns (rows, lines of the report)."""
+    profile = "brokerbench"
+    store(profile, "file", 86400)
+    get = [binary, "--store", "file", "--profile", profile, "get"]
+    subprocess.run(get, env=env, check=True, capture_output=True)  # the access-cache entry exists
+    sock = f"{work}/broker.sock"
+    log = open(f"{work}/broker.log", "w")
+    broker = subprocess.Popen([binary, "--store", "file", "--profile", profile, "serve", "--socket", sock],
+                              env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        for _ in range(500):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.01)
+        rows = {}
+        for mode, target in (("keep-alive", sock), ("connect", sock), ("get", get)):
+            saved = os.environ.copy()
+            os.environ.clear()
+            os.environ.update(env)  # the `get` processes inherit the bench environment
+            try:
+                rows[mode] = broker_round(mode, target)
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+    finally:
+        broker.terminate()
+        broker.wait(10)
+        log.close()
+    audit = sum(1 for line in open(f"{work}/broker.log") if line.startswith("chatgpt-credential: broker: 20"))
+    names = {"keep-alive": "broker, kept-alive connections", "connect": "broker, a new connection per request",
+             "get": "`get` process per request (warm cache)"}
+    lines = [f"## Broker: {BROKER_CLIENTS} concurrent clients × {BROKER_REQUESTS} warm requests (file store, warm access cache)", "",
+             "Each client is a forked Python process; all start together. Over the socket each asks "
+             "`GET /v1/token` and reads the JSON answer; the `get` row starts one `chatgpt-credential get` per request "
+             f"(Python's subprocess.run), {BROKER_CLIENTS} at a time. Latency is per request as the client sees it; "
+             f"requests/s is all requests over the wall time. The broker wrote {audit} audit lines.", "",
+             "| client | requests | wall s | requests/s | p50 ms | p99 ms | × `get` requests/s | failed | distinct tokens |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    ref = rows["get"]["rps"]
+    for mode, r in rows.items():
+        lines.append(f"| {names[mode]} | {r['n']} | {r['wall']:.2f} | {r['rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
+                     f"{r['rps'] / ref:.1f}× | {r['failures']} | {r['distinct']} |")
+    lines.append("")
+    return rows, lines
 
 
 # MARK: the access cache's entries, through keyctl (SPEC "Access cache")
@@ -256,6 +386,11 @@ def main():
             """One get, so that the entry exists before timing starts (the store filled it already)."""
             subprocess.run(argv, env=run_env, check=True, capture_output=True)
 
+        if BROKER_ONLY:
+            _, broker_lines = broker_bench(binary, env, work, store)
+            print("\n".join(broker_lines))
+            return
+
         ss_warm = [binary, "--store", "secret-service", "get"]
         ss_cold = [binary, "--no-cache", "--store", "secret-service", "get"]
         store("default", "secret-service", 86400)
@@ -354,6 +489,8 @@ def main():
                 m["refreshes"].append(issuer.stats()["refresh_requests"] - before)
                 m["distinct"].append(len(set(outs)))
 
+        broker_rows, broker_lines = broker_bench(binary, env, work, store)
+
         # Device login with instant approval; the poll interval is excluded by setting it to 0.
         issuer.post("/__admin/config", {"approve_after": 0, "interval": 0})
         # Cache on (login fills the entry) and --no-cache (it only removes one), alternating.
@@ -426,6 +563,7 @@ def main():
                       f"| issuer refresh requests per round | {c['refreshes']} | {n['refreshes']} |",
                       f"| distinct tokens printed per round | {c['distinct']} | {n['distinct']} |",
                       f"| failed gets | {c['failures']} | {n['failures']} |", ""])
+        lines.extend(broker_lines)
         lines.extend(["## Device login, instant approval (poll interval 0)", ""])
         for mode, runs in logins.items():
             ok_logins = [t for t, code in runs if code == 0]
@@ -467,7 +605,9 @@ def main():
                       f"| 50 concurrent: exactly 1 refresh (cache on / off) | {c['refreshes']} / {n['refreshes']} | {held(all(x == 1 for x in c['refreshes'] + n['refreshes']))} |",
                       f"| 50 concurrent wall ≤ 2× single refresh (cache on) | {med(c['conc'])/med(c['single']):.2f}× | {held(med(c['conc']) <= 2*med(c['single']))} |",
                       f"| peak RSS ≤ 1.5× git-credential-libsecret (warm cache) | {g['rss_kib']/l['rss_kib']:.2f}× | {held(g['rss_kib'] <= 1.5*l['rss_kib'])} |",
-                      f"| peak RSS ≤ 1.5× git-credential-libsecret (--no-cache) | {gn['rss_kib']/l['rss_kib']:.2f}× | {held(gn['rss_kib'] <= 1.5*l['rss_kib'])} |", ""])
+                      f"| peak RSS ≤ 1.5× git-credential-libsecret (--no-cache) | {gn['rss_kib']/l['rss_kib']:.2f}× | {held(gn['rss_kib'] <= 1.5*l['rss_kib'])} |",
+                      f"| broker ≥ 10× the requests/s of a `get` process per request ({BROKER_CLIENTS} clients, kept-alive) | {broker_rows['keep-alive']['rps'] / broker_rows['get']['rps']:.1f}× | {held(broker_rows['keep-alive']['rps'] >= 10 * broker_rows['get']['rps'])} |",
+                      f"| broker, a new connection per request, ≥ 10× the same | {broker_rows['connect']['rps'] / broker_rows['get']['rps']:.1f}× | {held(broker_rows['connect']['rps'] >= 10 * broker_rows['get']['rps'])} |", ""])
         report = "\n".join(lines)
         print(report)
         if not SMOKE:

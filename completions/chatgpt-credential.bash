@@ -19,7 +19,7 @@ _chatgpt_credential_profiles()
 _chatgpt_credential()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev= prefix=
-    local verbs="login get store erase status usage exec help"
+    local verbs="login get store erase status usage exec serve help"
     local globals="--profile --store --protocol --non-interactive --verbose -v --no-cache --broker --version --help -h"
     (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}
     COMPREPLY=()
@@ -73,8 +73,16 @@ _chatgpt_credential()
         --store) values="auto secret-service file" ;;
         --protocol) values="plain git docker" ;;
         --profile) values=$(_chatgpt_credential_profiles) ;;
-        --min-ttl) return 0 ;;
+        --min-ttl|--idle-exit|--allow-uid) return 0 ;;
         --broker) return 0 ;; # unix:/absolute/path: nothing sensible to offer
+        --socket)
+            if [[ $verb == serve ]]; then
+                IFS=$'\n'
+                COMPREPLY=($(compgen -f -- "$cur"))
+                [[ -n $prefix ]] && COMPREPLY=("${COMPREPLY[@]/#/$prefix}")
+                compopt -o filenames 2>/dev/null
+                return 0
+            fi ;;
         --from-codex)
             # An optional PATH: offer files unless the word looks like the next option.
             if [[ $verb == store && ( -n $prefix || $cur != -* ) ]]; then
@@ -101,6 +109,7 @@ _chatgpt_credential()
         status) opts+=" --json --all" ;;
         usage) opts+=" --json" ;;
         exec) opts+=" --" ;;
+        serve) opts+=" --socket --idle-exit --allow-uid" ;;
     esac
 
     if [[ $cur == -* ]]; then

@@ -74,8 +74,9 @@ complete -c $c -n __chatgpt_credential_no_verb -a erase -d 'revoke and remove th
 complete -c $c -n __chatgpt_credential_no_verb -a status -d 'show who is signed in (no secrets)'
 complete -c $c -n __chatgpt_credential_no_verb -a usage -d 'show the plan and rate-limit windows'
 complete -c $c -n __chatgpt_credential_no_verb -a exec -d 'run CMD with the token in its environment'
+complete -c $c -n __chatgpt_credential_no_verb -a serve -d 'answer token requests over a UNIX socket'
 complete -c $c -n __chatgpt_credential_no_verb -a help -d 'show help for a verb'
-complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status usage exec help'
+complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status usage exec serve help'
 
 # Global options, before or after the verb (not after exec's --).
 set -l g 'not __chatgpt_credential_in_exec_command'
@@ -115,6 +116,11 @@ complete -c $c -n '__chatgpt_credential_verb_is status' -l all -d 'every profile
 
 # usage
 complete -c $c -n '__chatgpt_credential_verb_is usage' -l json -d 'plan, windows, credits as JSON'
+
+# serve
+complete -c $c -n '__chatgpt_credential_verb_is serve' -l socket -r -F -d 'the socket to create'
+complete -c $c -n '__chatgpt_credential_verb_is serve' -l idle-exit -x -d 'exit 0 after this many idle seconds'
+complete -c $c -n '__chatgpt_credential_verb_is serve' -l allow-uid -x -d 'also answer this user id (repeatable)'
 
 # exec -- CMD ARG…
 complete -c $c -n '__chatgpt_credential_verb_is exec; and not __chatgpt_credential_in_exec_command' -a -- -d 'the command follows'

@@ -27,6 +27,7 @@ max_len() {
         hosts|clock|base64|config) echo 512 ;;
         loopback) echo 16500 ;;       # LoopbackListener.maxHeaderBytes (16 KiB) and a little more
         pasteback) echo 8192 ;;       # PasteBackFlow.maxLine
+        broker_request) echo 9000 ;;  # BrokerProtocol.maxHeadBytes (8 KiB) and a little more
         *) echo 4096 ;;
     esac
 }

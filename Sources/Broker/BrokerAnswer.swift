@@ -93,16 +93,15 @@ package struct BrokerPeer: Sendable, Equatable {
     /// Visible ASCII kept, everything else (spaces, controls, non-ASCII, `%`) as `%XX`, so the
     /// value is one word of the audit line whatever the file is called.
     package static func printable(_ bytes: [UInt8], limit: Int) -> String {
-        var out = ""
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
         for b in bytes {
-            if out.utf8.count >= limit { out += "…"; break }
-            if b > 0x20, b < 0x7F, b != 0x25, b != 0x22 { out.unicodeScalars.append(UnicodeScalar(b)) }
-            else {
-                let hex = Array("0123456789ABCDEF".utf8)
-                out += "%" + String(decoding: [hex[Int(b >> 4)], hex[Int(b & 15)]], as: UTF8.self)
-            }
+            let piece: [UInt8] = b > 0x20 && b < 0x7F && b != 0x25 && b != 0x22 ? [b] : [0x25, hex[Int(b >> 4)], hex[Int(b & 15)]]
+            // At most `limit` bytes, then an ellipsis.
+            if out.count + piece.count > limit { return String(decoding: out, as: UTF8.self) + "…" }
+            out += piece
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 }
 

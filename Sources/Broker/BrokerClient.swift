@@ -64,14 +64,15 @@ package struct BrokerClient: Sendable {
 
     /// `GET /v1/token?profile=NAME[&min_ttl=N]`: the object `get --json` prints.
     package func token(profile: Profile, minTTL: Int64?) throws -> JSONValue {
-        var target = "/v1/token?profile=" + profile.name
+        var target = BrokerProtocol.tokenPath + "?profile=" + profile.name
         if let minTTL { target += "&min_ttl=\(minTTL)" }
         return try json(target)
     }
 
-    /// `GET /v1/usage?profile=NAME`: the object `usage --json` prints.
+    /// `GET /v1/usage?profile=NAME`: the object `usage --json` prints (no token in it, so no
+    /// member is parsed into guarded memory and it can be printed again as text).
     package func usage(profile: Profile) throws -> JSONValue {
-        try json("/v1/usage?profile=" + profile.name)
+        try json(BrokerProtocol.usagePath + "?profile=" + profile.name, secretKeys: [])
     }
 
     /// The answer's JSON object when the status is 200; otherwise the broker's error as a

@@ -64,6 +64,21 @@ package final class BrokerServer: @unchecked Sendable {
         if stopPipe[1] >= 0 { _ = write(stopPipe[1], &b, 1) }
     }
 
+    /// Makes SIGTERM, SIGINT and SIGHUP end `run` as `stop()` does, so that `systemctl stop` or
+    /// Ctrl-C removes the socket file and exits 0. They are unblocked too: a launcher may have
+    /// started the broker with them blocked or ignored.
+    package func stopOnTerminationSignals() {
+        guard stopPipe[1] >= 0 else { return }
+        brokerStopFD = stopPipe[1]
+        var set = sigset_t()
+        sigemptyset(&set)
+        for sig in [SIGTERM, SIGINT, SIGHUP] {
+            signal(sig, brokerStopHandler)
+            sigaddset(&set, sig)
+        }
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    }
+
     /// Why `run` returned.
     package enum Ending: Equatable, Sendable { case idle, stopped }
 
@@ -140,22 +155,26 @@ package final class BrokerServer: @unchecked Sendable {
             case .timedOut:
                 // Nothing of a next request: an idle kept-alive connection just closes.
                 if buffer.isEmpty { return }
-                refuse(fd, peer, .failure(status: 400, message: "the request head did not arrive within \(Int(settings.requestDeadline)) s"), path: nil, deadline: deadline)
+                refuse(fd, peer, allowed ? .failure(status: 400, message: "the request head did not arrive within \(Int(settings.requestDeadline)) s")
+                                         : notAllowed(peer), path: nil, deadline: writeDeadline())
                 return
             case .tooLarge:
-                refuse(fd, peer, .failure(status: 400, message: "the request head is larger than \(BrokerProtocol.maxHeadBytes / 1024) KiB"), path: nil, deadline: deadline)
+                refuse(fd, peer, allowed ? .failure(status: 400, message: "the request head is larger than \(BrokerProtocol.maxHeadBytes / 1024) KiB")
+                                         : notAllowed(peer), path: nil, deadline: writeDeadline())
                 return
             case .head(let end):
                 let parsed = BrokerRequest.parse(buffer[0..<end])
                 buffer.removeFirst(end)
-                let writeDeadline = Clock.monotonicMillis() + Int64(settings.requestDeadline * 1000)
+                let writeDeadline = writeDeadline()
                 guard allowed else {
                     let path: String?, profile: String?
                     switch parsed {
                     case .success(let r): path = r.path; profile = r.profile?.name
                     case .failure(let e): path = e.path; profile = nil
                     }
-                    refuse(fd, peer, .failure(status: 403, message: "uid \(peer.uid) may not use this broker", profile: profile), path: path, deadline: writeDeadline)
+                    var answer = notAllowed(peer)
+                    answer.profile = profile
+                    refuse(fd, peer, answer, path: path, deadline: writeDeadline)
                     return
                 }
                 switch parsed {
@@ -172,6 +191,14 @@ package final class BrokerServer: @unchecked Sendable {
             }
         }
     }
+
+    /// 403: whatever the peer asked (or failed to ask), a user the broker does not serve.
+    private func notAllowed(_ peer: BrokerPeer) -> BrokerAnswer {
+        .failure(status: 403, message: "uid \(peer.uid) may not use this broker")
+    }
+
+    /// Until when an answer may take to be written.
+    private func writeDeadline() -> Int64 { Clock.monotonicMillis() + Int64(max(settings.requestDeadline, 1) * 1000) }
 
     /// Answers a refused request, then closes the connection without resetting it: what the
     /// client still sends is read and dropped for a moment, so it sees the answer.
@@ -245,6 +272,14 @@ package final class BrokerServer: @unchecked Sendable {
             return true
         }
     }
+}
+
+/// The write end of the stop pipe of the server that handles termination signals.
+nonisolated(unsafe) private var brokerStopFD: Int32 = -1
+
+private func brokerStopHandler(_ signal: Int32) {
+    var b: UInt8 = 1
+    _ = write(brokerStopFD, &b, 1) // async-signal-safe
 }
 
 /// Runs `body` on a new detached thread (a connection; GCD would cap them at the core count

@@ -38,7 +38,7 @@ extension Runner {
             if all { throw CredentialError.usage("status --all reads the stores, which client mode never does; run it where the broker runs") }
             return try brokerStatus(broker, g, json: json)
         case .usage(let json):
-            let value = try broker.json("/v1/usage?profile=" + g.profile.name, secretKeys: [])
+            let value = try broker.usage(profile: g.profile)
             if json {
                 try console.out(JSON.serialize(value) + "\n")
             } else {

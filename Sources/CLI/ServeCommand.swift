@@ -29,6 +29,7 @@ extension Runner {
         let server = BrokerServer(listenFD: listener.fd, settings: settings,
                                   handler: { request, _ in Runner.answer(request, g, services: services, console: console) },
                                   audit: { console.err($0.line) })
+        server.stopOnTerminationSignals()
         let idle = settings.idleExit > 0 ? "; exits after \(Int(settings.idleExit)) s without a connection" : ""
         console.err("chatgpt-credential: broker listening on \(listener.name)\(idle)")
         let ending: BrokerServer.Ending
@@ -39,7 +40,10 @@ extension Runner {
             throw error
         }
         listener.close()
-        if ending == .idle { console.err("chatgpt-credential: broker: no connection for \(Int(settings.idleExit)) s; exiting") }
+        switch ending {
+        case .idle: console.err("chatgpt-credential: broker: no connection for \(Int(settings.idleExit)) s; exiting")
+        case .stopped: console.err("chatgpt-credential: broker: stopped by a signal; exiting")
+        }
         return .exit(0)
     }
 

@@ -129,6 +129,15 @@ final class CannedBroker: @unchecked Sendable {
         }
     }
 
+    /// The server answers a failure with the status of its exit code; the client's table (the one
+    /// in `CredentialError.exitCode`) gives the same exit code back.
+    @Test func everyStatusTheServerSendsMapsBackToItsExitCode() {
+        for code: Int32 in 1...5 {
+            let status = BrokerProtocol.status(forExitCode: code)
+            #expect(CredentialError.brokerAnswered(status: status, message: "", broker: "unix:/b").exitCode == code, "HTTP \(status)")
+        }
+    }
+
     @Test func aMissingSocketIsExit5() {
         let c = BrokerClient(address: BrokerAddress(path: "/tmp/ccred-no-such-dir-\(getpid())/broker.sock"))
         #expect(throws: CredentialError.self) { try c.get("/v1/health") }

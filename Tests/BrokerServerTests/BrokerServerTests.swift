@@ -1,0 +1,326 @@
+import Foundation
+import Testing
+@testable import Broker
+@testable import CredentialCore
+@testable import Secrets
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The broker's server loop over a real UNIX socket in a temporary directory, with a handler
+/// that answers from the request alone: framing, keep-alive, deadlines, bounds, the audit
+/// record, idle exit, and what binding does with a socket file that is already there.
+@Suite(.serialized) struct BrokerServerTests {
+    final class Recorder: @unchecked Sendable {
+        let lock = NSLock()
+        var records: [BrokerAuditRecord] = []
+        var requests: [BrokerRequest] = []
+        func add(_ r: BrokerAuditRecord) { lock.lock(); records.append(r); lock.unlock() }
+        func add(_ r: BrokerRequest) { lock.lock(); requests.append(r); lock.unlock() }
+        var all: [BrokerAuditRecord] { lock.lock(); defer { lock.unlock() }; return records }
+    }
+
+    /// A running server on `DIR/b.sock`; `stop()` ends it and waits for `run` to return.
+    final class Running: @unchecked Sendable {
+        let dir: String
+        let path: String
+        let server: BrokerServer
+        let listener: BrokerListener
+        let recorder = Recorder()
+        let done = DispatchSemaphore(value: 0)
+        var ending: BrokerServer.Ending?
+
+        init(_ settings: BrokerServer.Settings = .init()) throws {
+            var template = Array("/tmp/ccred-broker-XXXXXX".utf8CString)
+            dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+            path = dir + "/b.sock"
+            listener = try BrokerListener.bind(path: path)
+            let recorder = self.recorder
+            server = BrokerServer(listenFD: listener.fd, settings: settings, handler: { request, peer in
+                recorder.add(request)
+                switch request.call {
+                case .health: return .ok(#"{"ok":true}"#)
+                case .token(let p, _):
+                    if p?.name == "missing" { return .failure(status: 401, message: "profile 'missing' is not signed in") }
+                    return BrokerAnswer(status: 200, body: SecretBytes(copying: #"{"access_token":"tok-\#(peer.pid)"}"#.utf8), outcome: "ok")
+                case .usage: return .ok(#"{"plan":"plus"}"#)
+                }
+            }, audit: { recorder.add($0) })
+            let server = self.server
+            Thread { [self] in
+                ending = try? server.run()
+                listener.close()
+                done.signal()
+            }.start()
+        }
+
+        @discardableResult
+        func stop(timeout: Double = 10) -> BrokerServer.Ending? {
+            server.stop()
+            _ = done.wait(timeout: .now() + timeout)
+            return ending
+        }
+
+        deinit { rmdir(dir) }
+    }
+
+    /// A blocking client connection with a 10 s deadline on every call.
+    final class Client {
+        let fd: Int32
+        /// Bytes received past the last response (the next one, pipelined).
+        var pending: [UInt8] = []
+        init(_ path: String) throws {
+            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var tv = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            var addr = BrokerListener.address(path)
+            let rc = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            guard rc == 0 else { Glibc.close(fd); throw CredentialError.failure("connect: \(errno)") }
+        }
+        func send(_ text: String) { send(Array(text.utf8)) }
+        func send(_ bytes: [UInt8]) {
+            var off = 0
+            while off < bytes.count {
+                let n = bytes[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if n <= 0 { return }
+                off += n
+            }
+        }
+        /// One response: status, headers (lower-cased names) and body, read by Content-Length.
+        func response() -> (status: Int, headers: [String: String], body: String)? {
+            var data = pending
+            pending = []
+            var buf = [UInt8](repeating: 0, count: 4096)
+            while BrokerRequest.headEnd(data) == nil {
+                let n = recv(fd, &buf, buf.count, 0)
+                if n <= 0 { return nil }
+                data += buf[0..<n]
+            }
+            let end = BrokerRequest.headEnd(data)!
+            let head = String(decoding: data[..<end], as: UTF8.self)
+            var lines = head.components(separatedBy: "\r\n").filter { !$0.isEmpty }
+            let status = Int(lines.removeFirst().split(separator: " ")[1]) ?? 0
+            var headers: [String: String] = [:]
+            for l in lines { let kv = l.split(separator: ":", maxSplits: 1); headers[kv[0].lowercased()] = kv[1].trimmingCharacters(in: .whitespaces) }
+            let length = Int(headers["content-length"] ?? "0") ?? 0
+            var body = Array(data[end...])
+            while body.count < length {
+                let n = recv(fd, &buf, buf.count, 0)
+                if n <= 0 { break }
+                body += buf[0..<n]
+            }
+            if body.count > length { pending = Array(body[length...]); body = Array(body[..<length]) }
+            return (status, headers, String(decoding: body, as: UTF8.self))
+        }
+        /// True when the server closed the connection (EOF) within the receive timeout.
+        func closedByServer() -> Bool {
+            var b: UInt8 = 0
+            return recv(fd, &b, 1, 0) == 0
+        }
+        func close() { Glibc.close(fd) }
+    }
+
+    @Test func answersAndAuditsEveryRequest() throws {
+        let s = try Running()
+        let c = try Client(s.path)
+        c.send("GET /v1/token?profile=work HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        let r = try #require(c.response())
+        #expect(r.status == 200)
+        #expect(r.body == #"{"access_token":"tok-\#(getpid())"}"#)
+        #expect(r.headers["content-type"] == "application/json")
+        #expect(r.headers["cache-control"] == "no-store")
+        #expect(r.headers["connection"] == "close")
+        #expect(c.closedByServer())
+        c.close()
+        #expect(s.stop() == .stopped)
+        let record = try #require(s.recorder.all.first)
+        #expect(record.peer.pid == getpid() && record.peer.uid == geteuid())
+        #expect(record.peer.executable == (try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")))
+        #expect(record.path == "/v1/token" && record.profile == "work" && record.status == 200 && record.outcome == "ok")
+        #expect(record.line.contains("pid=\(getpid()) uid=\(geteuid()) exe=/"))
+        #expect(record.line.contains(" path=/v1/token profile=work status=200 ok"))
+        #expect(!record.line.contains("tok-"))
+    }
+
+    @Test func keepAliveCarriesSeveralRequestsAndPipelining() throws {
+        let s = try Running()
+        let c = try Client(s.path)
+        c.send("GET /v1/health HTTP/1.1\r\n\r\n")
+        #expect(c.response()?.body == "{\"ok\":true}\n")
+        // Two requests in one write: both answered, in order.
+        c.send("GET /v1/usage HTTP/1.1\r\n\r\nGET /v1/token?profile=missing HTTP/1.1\r\n\r\n")
+        let usage = c.response(), missing = c.response()
+        #expect(usage?.status == 200 && usage?.body == "{\"plan\":\"plus\"}\n")
+        #expect(missing?.status == 401)
+        #expect(missing?.body == #"{"error":"login_required","message":"profile 'missing' is not signed in"}"# + "\n")
+        #expect(missing?.headers["connection"] == "keep-alive")
+        c.close()
+        s.stop()
+        #expect(s.recorder.all.map(\.status) == [200, 200, 401])
+        #expect(s.recorder.all.map(\.outcome) == ["ok", "ok", "login_required"])
+    }
+
+    @Test func refusalsCloseTheConnectionAfterAnswering() throws {
+        let s = try Running()
+        for (request, status) in [("POST /v1/token HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405),
+                                  ("GET /v2/token HTTP/1.1\r\n\r\n", 404),
+                                  ("GET /v1/token HTTP/1.1\r\nContent-Length: 12\r\n\r\n{\"a\":\"body\"}", 400),
+                                  ("GET /v1/token?profile=%1B HTTP/1.1\r\n\r\n", 400)] {
+            let c = try Client(s.path)
+            c.send(request)
+            let r = c.response()
+            #expect(r?.status == status, "\(request.debugDescription)")
+            #expect(r?.headers["connection"] == "close")
+            #expect(c.closedByServer())
+            c.close()
+        }
+        s.stop()
+        // The handler never saw any of them.
+        #expect(s.recorder.requests.isEmpty)
+        #expect(s.recorder.all.map(\.status) == [405, 404, 400, 400])
+    }
+
+    @Test func anOversizedHeadIsRefusedWithoutReadingOn() throws {
+        let s = try Running()
+        let c = try Client(s.path)
+        c.send("GET /v1/health HTTP/1.1\r\n" + String(repeating: "X-A: b\r\n", count: 4000))
+        let r = c.response()
+        #expect(r?.status == 400)
+        #expect(r?.body.contains("larger than 8 KiB") == true)
+        c.close()
+        s.stop()
+        #expect(s.recorder.requests.isEmpty)
+    }
+
+    @Test func aSlowClientGetsAnAnswerAtTheDeadline() throws {
+        var settings = BrokerServer.Settings()
+        settings.requestDeadline = 0.3
+        let s = try Running(settings)
+        let c = try Client(s.path)
+        c.send("GET /v1/health HTTP/1.1\r\n")
+        let started = Date()
+        let r = c.response()
+        #expect(r?.status == 400)
+        #expect(Date().timeIntervalSince(started) < 3)
+        c.close()
+        // An idle kept-alive connection is simply closed at the deadline.
+        let idle = try Client(s.path)
+        #expect(idle.closedByServer())
+        idle.close()
+        s.stop()
+        #expect(s.recorder.all.count == 1)
+    }
+
+    @Test func idleExitReturnsAfterTheQuietPeriodOnly() throws {
+        var settings = BrokerServer.Settings()
+        settings.idleExit = 0.5
+        let started = Date()
+        let s = try Running(settings)
+        // Activity pushes the exit back.
+        for _ in 0..<3 {
+            usleep(300_000)
+            let c = try Client(s.path)
+            c.send("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n")
+            #expect(c.response()?.status == 200)
+            c.close()
+        }
+        #expect(s.done.wait(timeout: .now() + 10) == .success)
+        #expect(s.ending == .idle)
+        #expect(Date().timeIntervalSince(started) >= 1.2)
+        // The socket file it created is gone.
+        #expect(access(s.path, F_OK) != 0)
+    }
+
+    @Test func fiftyClientsAtOnceAreServedConcurrently() throws {
+        let s = try Running()
+        let group = DispatchGroup()
+        final class Count: @unchecked Sendable { let lock = NSLock(); var ok = 0 }
+        let count = Count()
+        for _ in 0..<50 {
+            group.enter()
+            Thread {
+                if let c = try? Client(s.path) {
+                    for _ in 0..<20 {
+                        c.send("GET /v1/token HTTP/1.1\r\n\r\n")
+                        if c.response()?.status == 200 { count.lock.lock(); count.ok += 1; count.lock.unlock() }
+                    }
+                    c.close()
+                }
+                group.leave()
+            }.start()
+        }
+        #expect(group.wait(timeout: .now() + 60) == .success)
+        s.stop()
+        #expect(count.ok == 1000)
+        #expect(s.recorder.all.count == 1000)
+    }
+
+    // MARK: binding
+
+    func tempDir() -> String {
+        var template = Array("/tmp/ccred-broker-XXXXXX".utf8CString)
+        return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+    }
+
+    @Test func theSocketIsCreated0600AndAStaleOneIsReplaced() throws {
+        let dir = tempDir()
+        defer { rmdir(dir) }
+        let path = dir + "/b.sock"
+        let first = try BrokerListener.bind(path: path)
+        var st = stat()
+        #expect(lstat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFSOCK && st.st_mode & 0o777 == 0o600)
+        // A live broker is never replaced.
+        #expect(throws: CredentialError.self) { try BrokerListener.bind(path: path) }
+        // Left behind by a broker that died: nothing accepts, so it is replaced.
+        Glibc.close(first.fd)
+        #expect(lstat(path, &st) == 0)
+        let second = try BrokerListener.bind(path: path)
+        second.close()
+        #expect(lstat(path, &st) != 0)
+    }
+
+    @Test func symlinksOtherFilesAndLooseDirectoriesAreRefused() throws {
+        let dir = tempDir()
+        defer { _ = Harness.rm(dir) }
+        symlink("/tmp/elsewhere.sock", dir + "/link.sock")
+        #expect(throws: CredentialError.self) { try BrokerListener.bind(path: dir + "/link.sock") }
+        FileManager.default.createFile(atPath: dir + "/file.sock", contents: Data())
+        #expect(throws: CredentialError.self) { try BrokerListener.bind(path: dir + "/file.sock") }
+        #expect(FileManager.default.fileExists(atPath: dir + "/file.sock"))
+        mkdir(dir + "/loose", 0o777)
+        chmod(dir + "/loose", 0o777)
+        #expect(throws: CredentialError.self) { try BrokerListener.bind(path: dir + "/loose/b.sock") }
+        // A 0755 directory of the user is fine for an explicit socket.
+        mkdir(dir + "/shared", 0o755)
+        try BrokerListener.bind(path: dir + "/shared/b.sock").close()
+        #expect(throws: CredentialError.self) { try BrokerListener.bind(path: dir + "/" + String(repeating: "x", count: 120)) }
+    }
+
+    @Test func socketActivationTakesFD3OnlyWhenItIsForThisProcess() throws {
+        #expect(try BrokerListener.activated(environment: [:]) == nil)
+        #expect(try BrokerListener.activated(environment: ["LISTEN_PID": "1", "LISTEN_FDS": "1"]) == nil)
+        #expect(throws: CredentialError.self) {
+            try BrokerListener.activated(environment: ["LISTEN_PID": "\(getpid())", "LISTEN_FDS": "2"])
+        }
+    }
+
+    @Test func executableNamesArePrintable() {
+        #expect(BrokerPeer.printable(Array("/usr/bin/curl".utf8), limit: 256) == "/usr/bin/curl")
+        #expect(BrokerPeer.printable(Array("/tmp/a b\u{1B}[31m%\"é".utf8), limit: 256) == "/tmp/a%20b%1B[31m%25%22%C3%A9")
+        #expect(BrokerPeer.printable([UInt8](repeating: 0x61, count: 1000), limit: 256).utf8.count < 300)
+    }
+}
+
+enum Harness {
+    static func rm(_ path: String) -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/rm")
+        p.arguments = ["-rf", path]
+        try? p.run()
+        p.waitUntilExit()
+        return p.terminationStatus
+    }
+}

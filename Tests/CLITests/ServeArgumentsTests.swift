@@ -1,0 +1,39 @@
+import Testing
+@testable import CLI
+@testable import CredentialCore
+
+/// `serve`'s options (man page BROKER): defaults, the repeatable --allow-uid, and bad values as
+/// usage errors (exit 2).
+@Suite struct ServeArgumentsTests {
+    func parse(_ args: [String]) throws -> Command {
+        try ArgumentParser.parse(["chatgpt-credential"] + args, environment: [:]).command
+    }
+
+    @Test func defaultsLeaveEverythingToTheServer() throws {
+        guard case .serve(let o) = try parse(["serve"]) else { Issue.record("not serve"); return }
+        #expect(o == ServeOptions())
+        #expect(o.socket == nil && o.idleExit == nil && o.allowedUIDs.isEmpty)
+    }
+
+    @Test func everyOptionAndRepeatedAllowUID() throws {
+        guard case .serve(let o) = try parse(["--profile", "work", "serve", "--socket", "/tmp/x/b.sock", "--idle-exit=30",
+                                              "--allow-uid", "1001", "--allow-uid=0"]) else { Issue.record("not serve"); return }
+        #expect(o == ServeOptions(socket: "/tmp/x/b.sock", idleExit: 30, allowedUIDs: [1001, 0]))
+    }
+
+    @Test(arguments: [["serve", "--idle-exit", "-1"], ["serve", "--idle-exit", "1.5"], ["serve", "--idle-exit", ""],
+                      ["serve", "--allow-uid", "root"], ["serve", "--allow-uid", "4294967295"], ["serve", "--allow-uid", "-3"],
+                      ["serve", "--socket", ""], ["serve", "--socket", "a", "--socket", "b"], ["serve", "extra"],
+                      ["serve", "--json"]])
+    func badValuesAreUsageErrors(_ args: [String]) {
+        #expect(throws: CredentialError.self) { try parse(args) }
+        do { _ = try parse(args) } catch let e as CredentialError { #expect(e.exitCode == 2, "\(args): \(e)") } catch { Issue.record("\(error)") }
+    }
+
+    @Test func helpNamesTheEndpointsAndOptions() throws {
+        let help = CommandLineSpec.verbHelp(try #require(CommandLineSpec.verb("serve")))
+        for needle in ["/v1/token", "/v1/usage", "/v1/health", "--socket PATH", "--idle-exit SECONDS", "--allow-uid UID"] {
+            #expect(help.contains(needle), "serve --help lacks \(needle)")
+        }
+    }
+}
