@@ -43,8 +43,9 @@ extension Runner {
                 try console.out(JSON.serialize(value) + "\n")
             } else {
                 let style = UsageRenderer.style(stdoutIsTerminal: console.stdoutIsTerminal, environment: services.environment)
-                let (report, plan) = UsageRenderer.report(normalized: value)
-                try console.out(UsageRenderer(style: style, now: services.now()).text(report, plan: plan))
+                let now = services.now()
+                let (report, plan) = UsageRenderer.report(normalized: value, now: now)
+                try console.out(UsageRenderer(style: style, now: now).text(report, plan: plan))
             }
             return .exit(0)
         case .helper(.git, let verb):
@@ -70,19 +71,25 @@ extension Runner {
     /// The broker's `/v1/token` answer as a document for the formatters: the access token (and
     /// the id token when the broker sends one) in guarded memory, never a refresh token.
     func brokerToken(_ broker: BrokerClient, _ g: GlobalOptions, requiredTTL: Int64?) throws -> TokenDocument {
-        let value = try broker.token(profile: g.profile, minTTL: requiredTTL)
-        guard let access = value["access_token"]?.secretValue, !access.isEmpty else {
-            throw CredentialError.failure("the broker at \(broker.address.description) sent an answer without an access token")
-        }
-        let expiresAt = value["expires_at"]?.stringValue.flatMap(Clock.parseRFC3339) ?? 0
-        let document = TokenDocument(accessToken: access, refreshToken: SecretToken(), idToken: value["id_token"]?.secretValue ?? SecretToken(),
-                                     accountId: value["account_id"]?.stringValue ?? "", expiresAt: expiresAt,
-                                     email: value["email"]?.stringValue ?? "", plan: value["plan"]?.stringValue ?? "")
+        let document = try Self.document(fromTokenAnswer: try broker.token(profile: g.profile, minTTL: requiredTTL), broker: broker.address.description)
+        let expiresAt = document.expiresAt
         verbose(g, "the broker answered for profile \(g.profile.name); expires \(Clock.rfc3339(expiresAt))")
         if let requiredTTL, expiresAt > 0, expiresAt - services.now() < requiredTTL {
             console.err("chatgpt-credential: the broker's token is valid for \(TimeSpan.describe(max(0, expiresAt - services.now()))) only, less than --min-ttl \(requiredTTL)")
         }
         return document
+    }
+
+    /// The document of a `/v1/token` answer (the object `get --json` prints): never a refresh
+    /// token; the formatters refuse what a token cannot hold.
+    static func document(fromTokenAnswer value: JSONValue, broker: String) throws -> TokenDocument {
+        guard let access = value["access_token"]?.secretValue, !access.isEmpty else {
+            throw CredentialError.failure("the broker at \(broker) sent an answer without an access token")
+        }
+        return TokenDocument(accessToken: access, refreshToken: SecretToken(), idToken: value["id_token"]?.secretValue ?? SecretToken(),
+                             accountId: value["account_id"]?.stringValue ?? "",
+                             expiresAt: value["expires_at"]?.stringValue.flatMap(Clock.parseRFC3339) ?? 0,
+                             email: value["email"]?.stringValue ?? "", plan: value["plan"]?.stringValue ?? "")
     }
 
     // MARK: status
@@ -196,8 +203,9 @@ extension Runner {
 extension UsageRenderer {
     /// A report from the normalised object `usage --json` prints (what the broker's `/v1/usage`
     /// answers), so client mode renders it exactly as the host would. Values of the wrong type
-    /// are unknown, as in `UsageReport`; strings are sanitised again.
-    static func report(normalized v: JSONValue) -> (UsageReport, plan: String?) {
+    /// are unknown, with the same bounds as `UsageReport` (two windows a limit, a reset at most a
+    /// day ago and a year ahead of `now`); strings are sanitised again.
+    static func report(normalized v: JSONValue, now: Int64) -> (UsageReport, plan: String?) {
         func text(_ j: JSONValue?, _ limit: Int = 64) -> String? {
             guard let s = j?.stringValue else { return nil }
             let clean = Sanitize.line(s, limit: limit)
@@ -205,13 +213,14 @@ extension UsageRenderer {
         }
         func windows(_ j: JSONValue?) -> [UsageWindow] {
             guard case .array(let items)? = j else { return [] }
-            return items.prefix(8).compactMap { w in
+            return items.filter(\.isObject).prefix(UsageWindow.Role.allCases.count).compactMap { w in
                 guard w.isObject else { return nil }
                 let role = UsageWindow.Role(rawValue: w["name"]?.stringValue ?? "") ?? .primary
                 let seconds = w["window_seconds"]?.doubleValue.flatMap { $0.isFinite && $0 >= 1 && $0 <= Double(UsageReport.maxWindowSeconds) ? Int64($0) : nil }
                 let percent = w["used_percent"]?.doubleValue.flatMap { $0.isFinite && $0 >= 0 && $0 <= 100 ? $0 : nil }
-                return UsageWindow(role: role, windowSeconds: seconds, usedPercent: percent,
-                                   resetsAt: w["resets_at"]?.stringValue.flatMap(Clock.parseRFC3339))
+                let resets = w["resets_at"]?.stringValue.flatMap(Clock.parseRFC3339)
+                    .flatMap { $0 >= now - UsageReport.maxResetAge && $0 <= now + UsageReport.maxWindowSeconds ? $0 : nil }
+                return UsageWindow(role: role, windowSeconds: seconds, usedPercent: percent, resetsAt: resets)
             }
         }
         func limit(_ j: JSONValue) -> UsageLimit {

@@ -46,7 +46,7 @@ import Testing
     @Test func theNormalisedUsageObjectReadsBackToTheSameReport() throws {
         let report = UsageRendererTests.report
         let printed = UsageRenderer.json(report, plan: "plus")
-        let (back, plan) = UsageRenderer.report(normalized: try JSON.parse(printed))
+        let (back, plan) = UsageRenderer.report(normalized: try JSON.parse(printed), now: UsageRendererTests.now)
         #expect(plan == "plus")
         #expect(UsageRenderer.json(back, plan: plan) == printed)
         let r = UsageRenderer(style: .plain, now: UsageRendererTests.now, localTime: UsageRendererTests.utc)
@@ -55,9 +55,10 @@ import Testing
 
     @Test func oddValuesInAUsageAnswerAreUnknownNotErrors() throws {
         let (back, plan) = UsageRenderer.report(normalized: try JSON.parse(
-            #"{"plan":"pro\u001b[2J","windows":[{"name":"primary","window_seconds":-5,"used_percent":400,"resets_at":"soon"},7],"credits":"x","additional_limits":[{"name":3}]}"#))
+            #"{"plan":"pro\u001b[2J","windows":[{"name":"primary","window_seconds":-5,"used_percent":400,"resets_at":"soon"},7,{"name":"secondary","resets_at":"2999-01-01T00:00:00Z"},{"name":"primary"}],"credits":"x","additional_limits":[{"name":3}]}"#),
+            now: UsageRendererTests.now)
         #expect(plan == "pro[2J")
-        #expect(back.rateLimit?.windows == [UsageWindow(role: .primary)])
+        #expect(back.rateLimit?.windows == [UsageWindow(role: .primary), UsageWindow(role: .secondary)])
         #expect(back.credits == nil)
         #expect(back.additional.map(\.name) == ["additional limit"])
     }
