@@ -117,6 +117,7 @@ let package = Package(
 let fuzzTargets: [(name: String, fuzzes: [Target.Dependency])] = [
     ("age", ["Age"]),
     ("base64", []),
+    ("broker_answer", ["Broker", "CLI", "OAuth", "CredentialCore"]),
     ("broker_request", ["Broker", "CredentialCore"]),
     ("clock", ["CredentialCore"]),
     ("config", ["Age", "OAuth", "CredentialCore"]),

@@ -245,7 +245,9 @@ package struct BrokerClient: Sendable {
         guard let end = headEnd(raw) else { throw malformed("no end of headers") }
         let lines = headLines(raw, end: end)
         let status = lines[0].split(separator: " ", maxSplits: 2)
-        guard status.count >= 2, status[0].hasPrefix("HTTP/1."), status[1].count == 3, let code = Int(status[1]) else {
+        // Three digits, 100-599 (RFC 9110 §15): "020" or "+42" is no status.
+        guard status.count >= 2, status[0].hasPrefix("HTTP/1."), status[1].utf8.count == 3,
+              status[1].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let code = Int(status[1]), (100...599).contains(code) else {
             throw malformed("bad status line")
         }
         if lines.dropFirst().contains(where: { $0.lowercased().hasPrefix("transfer-encoding:") }) { throw malformed("chunked body") }

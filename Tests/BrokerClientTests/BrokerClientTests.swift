@@ -167,6 +167,7 @@ final class CannedBroker: @unchecked Sendable {
 
     @Test func aMalformedAnswerIsExit1() throws {
         for reply in [Array("HELLO\r\n\r\n".utf8), Array("HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n{}".utf8),
+                      Array("HTTP/1.1 020 OK\r\n\r\n{}".utf8), Array("HTTP/1.1 +42 OK\r\n\r\n{}".utf8), Array("HTTP/1.1 999 X\r\n\r\n{}".utf8),
                       CannedBroker.http(200, "[1,2]"), CannedBroker.http(200, "not json")] {
             let b = try CannedBroker(reply: reply)
             defer { b.finish() }
