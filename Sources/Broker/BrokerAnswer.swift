@@ -47,14 +47,21 @@ package struct BrokerAnswer: ~Copyable {
         }
     }
 
-    /// The whole HTTP/1.1 response, head and body, in one guarded buffer.
-    package func serialized(keepAlive: Bool) -> SecretBytes {
+    /// The response head (status line and headers, ending in the blank line): no secret in it.
+    package func head(keepAlive: Bool) -> [UInt8] {
         var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Type: application/json\r\n"
         head += "Content-Length: \(body.count)\r\nCache-Control: no-store\r\n"
         if status == 405 { head += "Allow: GET\r\n" }
         head += keepAlive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n"
-        var out = SecretBytes(capacity: head.utf8.count + body.count)
-        out.append(utf8: head)
+        return Array(head.utf8)
+    }
+
+    /// The whole HTTP/1.1 response, head and body, in one guarded buffer (tests, fuzzing; the
+    /// server sends the head and the body from where they are).
+    package func serialized(keepAlive: Bool) -> SecretBytes {
+        let head = head(keepAlive: keepAlive)
+        var out = SecretBytes(capacity: head.count + body.count)
+        head.withUnsafeBytes { out.append($0) }
         out.append(body)
         return out
     }

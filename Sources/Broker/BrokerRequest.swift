@@ -175,7 +175,7 @@ extension BrokerRequest {
             case "transfer-encoding":
                 return bad("the broker reads no request body (no Transfer-Encoding)", path)
             case "connection":
-                let options = value.split(separator: ",").map { $0.trimmingCharacters() }
+                let options = value.split(separator: ",").map { $0.trimmingSpaces() }
                 if options.contains("close") { keepAlive = false } else if options.contains("keep-alive") { keepAlive = true }
             default:
                 continue
@@ -270,7 +270,7 @@ extension BrokerRequest {
     }
 }
 
-extension StringProtocol {
+fileprivate extension StringProtocol {
     /// Without leading and trailing spaces and tabs (no Foundation in this module).
     func trimmingSpaces() -> String {
         let u = Array(utf8)
@@ -279,6 +279,4 @@ extension StringProtocol {
         while b > a, u[b - 1] == 0x20 || u[b - 1] == 0x09 { b -= 1 }
         return String(decoding: u[a..<b], as: UTF8.self)
     }
-
-    func trimmingCharacters() -> String { trimmingSpaces() }
 }

@@ -5,7 +5,7 @@ import Glibc
 #endif
 
 /// The broker's server loop (man page BROKER): accepts connections on a listening UNIX socket,
-/// one thread per connection, checks the peer (`SO_PEERCRED`), reads bounded request heads under
+/// each served by a thread of its own (kept for later connections), checks the peer (`SO_PEERCRED`), reads bounded request heads under
 /// a deadline, asks `handler` for each answer and reports one audit record per answer. It holds
 /// no policy: what an answer says is the handler's (the CLI's, through the one owner).
 package final class BrokerServer: @unchecked Sendable {
@@ -16,7 +16,7 @@ package final class BrokerServer: @unchecked Sendable {
         package var allowedUIDs: Set<UInt32> = []
         /// Seconds a client has to send a complete request head (also the keep-alive idle time).
         package var requestDeadline: Double = 5
-        /// Connections served at once; further ones wait in the listen backlog.
+        /// Connections served at once (one thread each); further ones wait in the listen backlog.
         package var maxConnections = 128
         /// Requests on one kept-alive connection before the broker closes it.
         package var maxRequestsPerConnection = 10_000
@@ -34,7 +34,13 @@ package final class BrokerServer: @unchecked Sendable {
     private var mutex = pthread_mutex_t()
     private var slotFree = pthread_cond_t()
     private var auditMutex = pthread_mutex_t()
+    /// Connections accepted and not yet finished (queued or being served).
     private var active = 0
+    /// Accepted connections no thread has taken yet.
+    private var pending: [Int32] = []
+    private var idleWorkers = 0
+    private var stopping = false
+    private var work = pthread_cond_t()
     private var lastActivity = Clock.monotonicMillis()
     private var stopPipe: [Int32] = [-1, -1]
 
@@ -46,6 +52,7 @@ package final class BrokerServer: @unchecked Sendable {
         self.audit = audit
         pthread_mutex_init(&mutex, nil)
         pthread_cond_init(&slotFree, nil)
+        pthread_cond_init(&work, nil)
         pthread_mutex_init(&auditMutex, nil)
         if pipe(&stopPipe) == 0 {
             for fd in stopPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC); _ = fcntl(fd, F_SETFL, O_NONBLOCK) }
@@ -119,25 +126,57 @@ package final class BrokerServer: @unchecked Sendable {
             lock()
             active += 1
             lastActivity = Clock.monotonicMillis()
+            pending.append(conn)
+            // A new thread only when no idle one is left for this connection (threads are kept
+            // for the next connections: a clone(2) and a stack per connection cost more than
+            // answering a warm request).
+            let needWorker = pending.count > idleWorkers
+            if !needWorker { pthread_cond_signal(&work) }
             unlock()
-            spawn { [self] in
-                serve(connection: conn)
-                close(conn)
+            if needWorker && !spawn({ [self] in worker() }) {
+                // No thread to be had: serve it here rather than drop it.
                 lock()
-                active -= 1
-                lastActivity = Clock.monotonicMillis()
-                pthread_cond_signal(&slotFree)
+                let taken = pending.firstIndex(of: conn).map { pending.remove(at: $0) }
                 unlock()
+                if let taken {
+                    serve(connection: taken)
+                    close(taken)
+                    lock(); active -= 1; lastActivity = Clock.monotonicMillis(); unlock()
+                }
             }
+        }
+    }
+
+    /// A connection thread: serves queued connections, waits for more while the server runs.
+    private func worker() {
+        lock()
+        while true {
+            while pending.isEmpty && !stopping {
+                idleWorkers += 1
+                pthread_cond_wait(&work, &mutex)
+                idleWorkers -= 1
+            }
+            if pending.isEmpty { unlock(); return } // stopping
+            let conn = pending.removeFirst()
+            unlock()
+            serve(connection: conn)
+            close(conn)
+            lock()
+            active -= 1
+            lastActivity = Clock.monotonicMillis()
+            pthread_cond_signal(&slotFree)
         }
     }
 
     private func lock() { pthread_mutex_lock(&mutex) }
     private func unlock() { pthread_mutex_unlock(&mutex) }
 
+    /// Waits until every accepted connection is finished, then lets the idle threads end.
     private func waitForConnections() {
         lock()
         while active > 0 { pthread_cond_wait(&slotFree, &mutex) }
+        stopping = true
+        pthread_cond_broadcast(&work)
         unlock()
     }
 
@@ -147,7 +186,9 @@ package final class BrokerServer: @unchecked Sendable {
         guard let peer = BrokerPeer.of(fd) else { return }
         let allowed = peer.uid == ownUID || settings.allowedUIDs.contains(peer.uid)
         var buffer: [UInt8] = []
-        for _ in 0..<settings.maxRequestsPerConnection {
+        for served in 0..<settings.maxRequestsPerConnection {
+            // The last request this connection may carry is answered with Connection: close.
+            let last = served == settings.maxRequestsPerConnection - 1
             let deadline = Clock.monotonicMillis() + Int64(settings.requestDeadline * 1000)
             switch readHead(fd, &buffer, deadline: deadline) {
             case .closed:
@@ -184,9 +225,10 @@ package final class BrokerServer: @unchecked Sendable {
                 case .success(let request):
                     var answer = handler(request, peer)
                     if answer.profile == nil { answer.profile = request.profile?.name }
-                    let sent = send(fd, answer.serialized(keepAlive: request.keepAlive), deadline: writeDeadline)
+                    let keepAlive = request.keepAlive && !last
+                    let sent = send(fd, answer, keepAlive: keepAlive, deadline: writeDeadline)
                     record(peer, path: request.path, answer)
-                    if !sent || !request.keepAlive { return }
+                    if !sent || !keepAlive { return }
                 }
             }
         }
@@ -203,7 +245,7 @@ package final class BrokerServer: @unchecked Sendable {
     /// Answers a refused request, then closes the connection without resetting it: what the
     /// client still sends is read and dropped for a moment, so it sees the answer.
     private func refuse(_ fd: Int32, _ peer: BrokerPeer, _ answer: consuming BrokerAnswer, path: String?, deadline: Int64) {
-        _ = send(fd, answer.serialized(keepAlive: false), deadline: deadline)
+        _ = send(fd, answer, keepAlive: false, deadline: deadline)
         record(peer, path: path, answer)
         shutdown(fd, Int32(SHUT_WR))
         var sink = [UInt8](repeating: 0, count: 4096)
@@ -254,23 +296,42 @@ package final class BrokerServer: @unchecked Sendable {
         }
     }
 
-    /// Writes all of `bytes` before `deadline`; false when the peer went away or was too slow.
-    func send(_ fd: Int32, _ bytes: consuming SecretBytes, deadline: Int64) -> Bool {
-        bytes.withUnsafeBytes { raw in
-            var off = 0
-            while off < raw.count {
-                let left = deadline - Clock.monotonicMillis()
-                if left <= 0 { return false }
-                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                let ready = poll(&p, 1, Int32(clamping: left))
-                if ready < 0 { if errno == EINTR { continue }; return false }
-                if ready == 0 { return false }
-                let n = Glibc.send(fd, raw.baseAddress! + off, raw.count - off, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-                if n < 0 { if errno == EINTR || errno == EAGAIN { continue }; return false }
-                off += n
+    /// Writes the answer's head, then its body from its guarded buffer (no copy of it), before
+    /// `deadline`; false when the peer went away or was too slow.
+    func send(_ fd: Int32, _ answer: borrowing BrokerAnswer, keepAlive: Bool, deadline: Int64) -> Bool {
+        let head = answer.head(keepAlive: keepAlive)
+        return head.withUnsafeBytes { h in
+            answer.body.withUnsafeBytes { b in
+                // Both in one sendmsg(2), so the client wakes once; what did not fit, piece by piece.
+                var iov = [iovec(iov_base: UnsafeMutableRawPointer(mutating: h.baseAddress), iov_len: h.count),
+                           iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress), iov_len: b.count)]
+                let n = iov.withUnsafeMutableBufferPointer { p -> Int in
+                    var msg = msghdr()
+                    msg.msg_iov = p.baseAddress
+                    msg.msg_iovlen = 2
+                    return sendmsg(fd, &msg, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                }
+                if n < 0 && errno != EAGAIN && errno != EINTR { return false }
+                let sent = max(n, 0)
+                if sent < h.count, !send(fd, UnsafeRawBufferPointer(rebasing: h[sent...]), deadline: deadline) { return false }
+                return send(fd, UnsafeRawBufferPointer(rebasing: b[max(0, sent - h.count)...]), deadline: deadline)
             }
-            return true
         }
+    }
+
+    func send(_ fd: Int32, _ raw: UnsafeRawBufferPointer, deadline: Int64) -> Bool {
+        var off = 0
+        while off < raw.count {
+            // Try first; wait (until the deadline) only when the socket's buffer is full.
+            let n = Glibc.send(fd, raw.baseAddress! + off, raw.count - off, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            if n >= 0 { off += n; continue }
+            guard errno == EINTR || errno == EAGAIN else { return false }
+            let left = deadline - Clock.monotonicMillis()
+            if left <= 0 { return false }
+            var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            if poll(&p, 1, Int32(clamping: left)) == 0 { return false }
+        }
+        return true
     }
 }
 
@@ -282,9 +343,9 @@ private func brokerStopHandler(_ signal: Int32) {
     _ = write(brokerStopFD, &b, 1) // async-signal-safe
 }
 
-/// Runs `body` on a new detached thread (a connection; GCD would cap them at the core count
-/// and a slow store would then hold up everyone).
-private func spawn(_ body: @escaping () -> Void) {
+/// Runs `body` on a new detached thread (a connection's; GCD would cap them at the core count
+/// and a slow store would then hold up everyone). False when no thread could be made.
+private func spawn(_ body: @escaping () -> Void) -> Bool {
     final class Box { let body: () -> Void; init(_ b: @escaping () -> Void) { body = b } }
     let box = Unmanaged.passRetained(Box(body)).toOpaque()
     var attr = pthread_attr_t()
@@ -296,8 +357,6 @@ private func spawn(_ body: @escaping () -> Void) {
         return nil
     }, box)
     pthread_attr_destroy(&attr)
-    if rc != 0 {
-        // No thread: serve it here rather than drop it.
-        Unmanaged<Box>.fromOpaque(box).takeRetainedValue().body()
-    }
+    if rc != 0 { Unmanaged<Box>.fromOpaque(box).release() }
+    return rc == 0
 }

@@ -8,8 +8,8 @@ import Glibc
 
 /// `serve` (man page BROKER): the broker. The `Broker` module listens, checks the peer and
 /// frames HTTP; every answer is made here, by running the verb a client would have run (`get
-/// --json`, `usage --json`) through a `Runner` whose console is the answer, so the broker is one
-/// more caller of the one owner and never a second refresher.
+/// --json`, `usage --json`) through a `Runner` whose console collects the answer and the
+/// notices, so the broker is one more caller of the one owner and never a second refresher.
 extension Runner {
     func serve(_ g: GlobalOptions, _ o: ServeOptions) throws -> Outcome {
         let listener: BrokerListener
@@ -55,27 +55,31 @@ extension Runner {
         g.profile = request.profile ?? server.profile
         g.wire = .plain
         g.nonInteractive = true
-        let command: Command
-        switch request.call {
-        case .health:
-            return .ok(#"{"ok":true}"#)
-        case .token(_, let minTTL):
-            var options = GetOptions(format: .json)
-            if let minTTL {
-                options.minTTL = max(TokenDocument.refreshMargin, minTTL)
-                options.requiredTTL = minTTL
-            }
-            command = .get(options)
-        case .usage:
-            command = .usage(json: true)
-        }
         let capture = AnswerConsole()
+        let runner = Runner(console: capture, services: services)
         do {
-            _ = try Runner(console: capture, services: services).dispatch(command, g)
+            let body: SecretBytes
+            switch request.call {
+            case .health:
+                return .ok(#"{"ok":true}"#)
+            case .token(_, let minTTL):
+                var options = GetOptions(format: .json)
+                if let minTTL {
+                    options.minTTL = max(TokenDocument.refreshMargin, minTTL)
+                    options.requiredTTL = minTTL
+                }
+                // Exactly `get --json` (Runner.dispatch's `.get`), the answer kept where it was
+                // built instead of being written to a console.
+                let fresh = try runner.freshCredential(g, options)
+                body = try GetFormatter.format(fresh.document, options.format, profile: g.profile)
+            case .usage:
+                _ = try runner.dispatch(.usage(json: true), g)
+                body = capture.takeAnswer()
+            }
             // Notices (a token shorter-lived than min_ttl, diagnostics with --verbose) go to the
             // server's stderr, beside the audit line.
             for line in capture.lines { console.err(line) }
-            return BrokerAnswer(status: 200, body: capture.takeAnswer(), outcome: "ok", profile: g.profile.name)
+            return BrokerAnswer(status: 200, body: body, outcome: "ok", profile: g.profile.name)
         } catch let e as CredentialError {
             for line in capture.lines { console.err(line) }
             return .failure(status: BrokerProtocol.status(forExitCode: e.exitCode), message: e.message, profile: g.profile.name)
@@ -88,20 +92,27 @@ extension Runner {
 /// The console of one broker answer: stdout is the answer's body (in guarded memory), stderr
 /// lines are kept for the server's stderr; there is no stdin.
 final class AnswerConsole: Console {
-    private var answer = SecretBytes(capacity: 1024)
+    /// The answer as written; nil until the verb writes it. `get --json` writes its answer in
+    /// one piece, which is kept as is: every guarded buffer costs a few system calls.
+    private var answer: SecretBytes?
     private(set) var lines: [String] = []
 
-    func out(_ text: String) throws { answer.append(utf8: text) }
-    func out(_ secret: borrowing SecretBytes) throws { answer.append(secret) }
+    func out(_ text: String) throws { append { $0.append(utf8: text) } }
+    func out(_ secret: borrowing SecretBytes) throws {
+        if answer == nil { answer = secret.duplicate() } else { append { $0.append(secret) } }
+    }
     func err(_ line: String) { lines.append(line) }
     func readInput(limit: Int) throws -> SecretBytes { throw CredentialError.badInput("the broker reads no input") }
     func readSome(_ max: Int) throws -> [UInt8] { [] }
     var stdinIsTerminal: Bool { false }
     var stderrIsTerminal: Bool { false }
 
-    func takeAnswer() -> SecretBytes {
-        let a = answer.duplicate()
-        answer = SecretBytes(capacity: 0)
-        return a
+    private func append(_ body: (inout SecretBytes) -> Void) {
+        var a = answer.take() ?? SecretBytes()
+        body(&a)
+        answer = consume a
     }
+
+    /// The answer, moved out (no copy).
+    func takeAnswer() -> SecretBytes { answer.take() ?? SecretBytes() }
 }

@@ -163,6 +163,20 @@ import Glibc
         #expect(s.recorder.all.map(\.outcome) == ["ok", "ok", "login_required"])
     }
 
+    @Test func theLastRequestAConnectionMayCarrySaysClose() throws {
+        var settings = BrokerServer.Settings()
+        settings.maxRequestsPerConnection = 3
+        let s = try Running(settings)
+        let c = try Client(s.path)
+        for expected in ["keep-alive", "keep-alive", "close"] {
+            c.send("GET /v1/health HTTP/1.1\r\n\r\n")
+            #expect(c.response()?.headers["connection"] == expected)
+        }
+        #expect(c.closedByServer())
+        c.close()
+        s.stop()
+    }
+
     @Test func refusalsCloseTheConnectionAfterAnswering() throws {
         let s = try Running()
         for (request, status) in [("POST /v1/token HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405),
@@ -258,6 +272,33 @@ import Glibc
         #expect(s.recorder.all.count == 1000)
     }
 
+    @Test func moreClientsThanConnectionSlotsWaitTheirTurn() throws {
+        var settings = BrokerServer.Settings()
+        settings.maxConnections = 2
+        let s = try Running(settings)
+        // Two connections held open take both slots; a third is answered once one closes.
+        let a = try Client(s.path), b = try Client(s.path)
+        a.send("GET /v1/health HTTP/1.1\r\n\r\n")
+        b.send("GET /v1/health HTTP/1.1\r\n\r\n")
+        #expect(a.response()?.status == 200 && b.response()?.status == 200)
+        let c = try Client(s.path)
+        c.send("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n")
+        var p = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&p, 1, 300) == 0, "answered beyond the connection limit")
+        a.close()
+        #expect(c.response()?.status == 200)
+        b.close(); c.close()
+        // Threads are kept and reused: many connections one after another.
+        for _ in 0..<200 {
+            let d = try Client(s.path)
+            d.send("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n")
+            #expect(d.response()?.status == 200)
+            d.close()
+        }
+        #expect(s.stop() == .stopped)
+        #expect(s.recorder.all.count == 203)
+    }
+
     // MARK: binding
 
     func tempDir() -> String {
@@ -287,7 +328,7 @@ import Glibc
         defer { _ = Harness.rm(dir) }
         symlink("/tmp/elsewhere.sock", dir + "/link.sock")
         #expect(throws: CredentialError.self) { try BrokerListener.bind(path: dir + "/link.sock") }
-        FileManager.default.createFile(atPath: dir + "/file.sock", contents: Data())
+        #expect(FileManager.default.createFile(atPath: dir + "/file.sock", contents: Data()))
         #expect(throws: CredentialError.self) { try BrokerListener.bind(path: dir + "/file.sock") }
         #expect(FileManager.default.fileExists(atPath: dir + "/file.sock"))
         mkdir(dir + "/loose", 0o777)
