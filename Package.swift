@@ -90,6 +90,7 @@ let package = Package(
         // Runs the built binary under that filter, for the end-to-end tests (never shipped).
         .executableTarget(name: "seccomp-exec", dependencies: ["CSeccompTestSupport"], path: "Tests/SeccompExec"),
         .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "Secrets", "CSeccompTestSupport", "TestSupport"]),
+        .testTarget(name: "BrokerClientTests", dependencies: ["Broker", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "BrokerServerTests", dependencies: ["Broker", "CredentialCore", "Secrets"]),
@@ -116,6 +117,7 @@ let package = Package(
 let fuzzTargets: [(name: String, fuzzes: [Target.Dependency])] = [
     ("age", ["Age"]),
     ("base64", []),
+    ("broker_answer", ["Broker", "CLI", "OAuth", "CredentialCore"]),
     ("broker_request", ["Broker", "CredentialCore"]),
     ("clock", ["CredentialCore"]),
     ("config", ["Age", "OAuth", "CredentialCore"]),

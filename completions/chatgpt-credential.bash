@@ -20,7 +20,7 @@ _chatgpt_credential()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev= prefix=
     local verbs="login get store erase status usage refresh exec serve help"
-    local globals="--profile --store --protocol --non-interactive --verbose -v --no-cache --version --help -h"
+    local globals="--profile --store --protocol --non-interactive --verbose -v --no-cache --broker --version --help -h"
     (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}
     COMPREPLY=()
 
@@ -45,7 +45,7 @@ _chatgpt_credential()
             continue
         fi
         case $w in
-            --profile|--store|--protocol)
+            --profile|--store|--protocol|--broker)
                 (( i++ ))
                 [[ ${COMP_WORDS[i]} == = ]] && (( i++ ))
                 [[ $w == --protocol ]] && wire=${COMP_WORDS[i]} ;;
@@ -74,6 +74,7 @@ _chatgpt_credential()
         --protocol) values="plain git docker" ;;
         --profile) values=$(_chatgpt_credential_profiles) ;;
         --min-ttl|--if-idle|--idle-exit|--allow-uid) return 0 ;;
+        --broker) return 0 ;; # unix:/absolute/path: nothing sensible to offer
         --socket)
             if [[ $verb == serve ]]; then
                 IFS=$'\n'

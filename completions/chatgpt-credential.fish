@@ -20,7 +20,7 @@ function __chatgpt_credential_verb
     set -e words[1]
     while set -q words[1]
         switch $words[1]
-            case --profile --store --protocol
+            case --profile --store --protocol --broker
                 set -e words[1]
             case '-*'
             case '*'
@@ -87,6 +87,7 @@ complete -c $c -n $g -l protocol -x -a 'plain git docker' -d 'how verbs read std
 complete -c $c -n $g -l non-interactive -d 'never prompt, never open a browser'
 complete -c $c -n $g -s v -l verbose -d 'diagnostics on stderr, secrets redacted'
 complete -c $c -n $g -l no-cache -d 'do not use the access cache in the kernel keyring'
+complete -c $c -n $g -l broker -x -d 'client mode: ask the broker at unix:PATH'
 complete -c $c -n $g -l version -d 'print the version and exit'
 complete -c $c -n $g -s h -l help -d 'show help'
 

@@ -5,6 +5,7 @@ import HelperProtocols
 import Credentials
 import AccessCache
 import Secrets
+import Broker
 
 /// Table-driven argv parsing (see `CommandLineSpec`). Global options may stand before or after
 /// the verb; `--opt=value` and `--opt value` both work; environment variables supply defaults
@@ -23,6 +24,7 @@ public enum ArgumentParser {
         if truthy(env["CHATGPT_CREDENTIAL_DEBUG"]) { globals.verbose = true }
         if let c = env["CHATGPT_CREDENTIAL_CACHE"], !c.isEmpty { globals.cache.enabled = try cacheSwitch(c) }
         if let t = env["CHATGPT_CREDENTIAL_CACHE_TTL"], !t.isEmpty { globals.cache.ttl = try cacheTTL(t) }
+        if let b = env["CHATGPT_CREDENTIAL_BROKER"], !b.isEmpty { globals.broker = try BrokerAddress.parse(b, from: "CHATGPT_CREDENTIAL_BROKER") }
 
         var verb: String?
         var verbFlags: [String: String?] = [:]
@@ -70,6 +72,7 @@ public enum ArgumentParser {
                     case "--non-interactive": globals.nonInteractive = true
                     case "--verbose": globals.verbose = true
                     case "--no-cache": globals.cache.enabled = false
+                    case "--broker": globals.broker = try BrokerAddress.parse(try value(spec), from: "--broker")
                     case "--version": wantVersion = true
                     case "--help": wantHelp = true
                     default: break
@@ -228,6 +231,7 @@ public enum ArgumentParser {
         case "--non-interactive": g.nonInteractive = true
         case "-v", "--verbose": g.verbose = true
         case "--no-cache": g.cache.enabled = false
+        case "--broker": g.broker = try BrokerAddress.parse(try value(), from: "--broker")
         case "-h", "--help": help = true
         default: throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))' for 'exec' (put the command after --)")
         }

@@ -56,6 +56,8 @@ public enum CommandLineSpec {
         OptionSpec("--verbose", short: "v", env: "CHATGPT_CREDENTIAL_DEBUG", "diagnostics on stderr, secrets redacted"),
         OptionSpec("--no-cache", env: "CHATGPT_CREDENTIAL_CACHE", envValue: "off",
                    "neither read nor write the access cache in the kernel keyring"),
+        OptionSpec("--broker", value: "unix:PATH", env: "CHATGPT_CREDENTIAL_BROKER",
+                   "client mode: ask the broker on this socket instead of any store (get, exec, usage, status, git/docker get)"),
         OptionSpec("--version", "print the version and exit"),
         OptionSpec("--help", short: "h", "show help (also after any verb)"),
     ]

@@ -5,6 +5,7 @@ import HelperProtocols
 import Credentials
 import AccessCache
 import Secrets
+import Broker
 
 /// What the user asked for, fully parsed and validated. Produced by `ArgumentParser`.
 public enum WireProtocol: String, Sendable { case plain, git, docker }
@@ -23,6 +24,8 @@ public struct GlobalOptions: Sendable {
     public var verbose = false
     /// `--no-cache`, `CHATGPT_CREDENTIAL_CACHE`, `CHATGPT_CREDENTIAL_CACHE_TTL`.
     public var cache = AccessCacheSettings()
+    /// `--broker unix:PATH`, `CHATGPT_CREDENTIAL_BROKER`: client mode (ask the broker, touch no store).
+    package var broker: BrokerAddress?
 }
 
 public struct GetOptions: Sendable, Equatable {

@@ -4,6 +4,7 @@ import OAuth
 import HelperProtocols
 import Credentials
 import Secrets
+import Broker
 
 /// Runs one parsed `Invocation`: the verbs of the plain protocol and the git/docker helper verbs.
 /// It changes no stored credential itself (that is `CredentialOwner`, the one owner), decides
@@ -27,6 +28,8 @@ public final class Runner {
     public func run(_ invocation: Invocation) -> Outcome {
         let g = invocation.globals
         do {
+            // Client mode reaches nothing but the broker's socket: no issuer, no store.
+            if let broker = g.broker { return try clientMode(invocation.command, g, broker) }
             switch invocation.command {
             case .help, .version: break
             default:

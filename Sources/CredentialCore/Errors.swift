@@ -30,6 +30,8 @@ public enum CredentialError: Error, Equatable, Sendable {
     case wrongKey(String)
     case permissionsTooOpen(path: String)
     case storeFailure(String)
+    // client mode: a broker's error answer, its exit code from its HTTP status (man page, BROKER)
+    case brokerAnswered(status: Int, message: String, broker: String)
 
     /// The exit-code table. Nothing else in the project decides exit codes.
     public var exitCode: Int32 {
@@ -40,6 +42,14 @@ public enum CredentialError: Error, Equatable, Sendable {
         case .temporary, .lockTimeout: return 4
         case .keyringLocked, .storeUnavailable, .storeNotAnswering, .storeCorrupt, .wrongKey, .permissionsTooOpen, .storeFailure: return 5
         case .interrupted: return 128 + 2 // as a shell reports a process Ctrl-C ended
+        case .brokerAnswered(let status, _, _):
+            switch status {
+            case 400: return 2          // bad request
+            case 401: return 3          // login required where the broker runs
+            case 502: return 4          // temporary
+            case 403, 503: return 5     // this peer refused; the broker's store problem
+            default: return 1
+            }
         }
     }
 
@@ -72,6 +82,13 @@ public enum CredentialError: Error, Equatable, Sendable {
             let mode = path.hasSuffix("/") ? "700" : "600"
             text = "\(path) is accessible by group or others; run: chmod \(mode) \(path)"
         case .storeFailure(let m): text = m
+        case .brokerAnswered(let status, let m, let broker):
+            let said = m.isEmpty ? "HTTP \(status)" : "\(m) (HTTP \(status))"
+            switch status {
+            case 403: text = "the broker at \(broker) refused this process: \(said); it answers its own user (or one named by serve --allow-uid)"
+            case 401: text = "the broker at \(broker) says: \(said); sign in where the broker runs"
+            default: text = "the broker at \(broker) says: \(said)"
+            }
         }
         return Sanitize.line(text)
     }

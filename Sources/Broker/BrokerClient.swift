@@ -1,0 +1,260 @@
+// Client mode's wire side (chatgpt-credential(1), BROKER, "Client mode"): one HTTP/1.1 GET over
+// the broker's UNIX stream socket, with a deadline on connect, write and read. It opens nothing
+// else: no store, keyring, lock, cache or data directory, so it works in a sandbox that sees only
+// the socket. It never prints and decides no exit code (CredentialError.exitCode does).
+import CredentialCore
+import Secrets
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `unix:/absolute/path`, the value of `--broker` and `CHATGPT_CREDENTIAL_BROKER`.
+package struct BrokerAddress: Equatable, Sendable {
+    package let path: String
+
+    /// The longest path `sockaddr_un.sun_path` holds, with its terminating NUL.
+    package static let maxPathBytes = 107
+
+    package init(path: String) { self.path = path }
+
+    /// `source` names where the text came from (`--broker`, `CHATGPT_CREDENTIAL_BROKER`) for the
+    /// usage error: anything but `unix:` followed by an absolute path is exit 2.
+    package static func parse(_ text: String, from source: String) throws -> BrokerAddress {
+        let shown = Sanitize.line(text, limit: 60)
+        guard text.hasPrefix("unix:") else {
+            throw CredentialError.usage("invalid value '\(shown)' for \(source): use unix:/absolute/path/to/broker.sock")
+        }
+        let path = String(text.dropFirst(5))
+        guard path.hasPrefix("/"), !path.utf8.contains(0), Sanitize.line(path) == path else {
+            throw CredentialError.usage("invalid value '\(shown)' for \(source): the socket path must be absolute (unix:/…)")
+        }
+        guard path.utf8.count <= maxPathBytes else {
+            throw CredentialError.usage("invalid value for \(source): a socket path is at most \(maxPathBytes) bytes")
+        }
+        return BrokerAddress(path: path)
+    }
+
+    package var description: String { "unix:" + path }
+}
+
+/// Asks the broker at `address`. Every call has one deadline (`timeout`, 10 s by default) that
+/// covers connecting, writing the request and reading the whole answer.
+package struct BrokerClient: Sendable {
+    package let address: BrokerAddress
+    package let timeout: Double
+
+    /// How long a broker may take to answer before it counts as not answering (the man page).
+    package static let defaultTimeout: Double = 10
+    /// The largest answer read (a token answer is a few KiB, a usage answer well under that).
+    package static let maxAnswerBytes = 256 * 1024
+    /// The members of an answer that are tokens: parsed into guarded memory, never into Strings.
+
+    /// A broker's answer: the status code and the body, in guarded memory (a token answer
+    /// carries the access token).
+    package struct Reply: ~Copyable {
+        package let status: Int
+        package let body: SecretBytes
+    }
+
+    package init(address: BrokerAddress, timeout: Double = BrokerClient.defaultTimeout) {
+        self.address = address
+        self.timeout = timeout
+    }
+
+    /// `GET /v1/token?profile=NAME[&min_ttl=N]`: the object `get --json` prints.
+    package func token(profile: Profile, minTTL: Int64?) throws -> JSONValue {
+        var target = BrokerProtocol.tokenPath + "?profile=" + profile.name
+        if let minTTL { target += "&min_ttl=\(minTTL)" }
+        return try json(target)
+    }
+
+    /// `GET /v1/usage?profile=NAME`: the object `usage --json` prints (no token in it, so no
+    /// member is parsed into guarded memory and it can be printed again as text).
+    package func usage(profile: Profile) throws -> JSONValue {
+        try json(BrokerProtocol.usagePath + "?profile=" + profile.name)
+    }
+
+    /// The answer's JSON object when the status is 200; otherwise the broker's error as a
+    /// `CredentialError` (its exit code from the status, in the one table).
+    package func json(_ target: String) throws -> JSONValue {
+        let answer = try get(target)
+        // The token members go into guarded memory: every parse treats them as secret.
+        let value = try? JSON.parse(answer.body, maxBytes: Self.maxAnswerBytes)
+        guard answer.status == 200 else {
+            let message = value?["message"]?.stringValue ?? value?["error"]?.stringValue ?? ""
+            throw CredentialError.brokerAnswered(status: answer.status, message: Sanitize.line(message, limit: 300), broker: address.description)
+        }
+        guard let value, value.isObject else {
+            throw CredentialError.failure("the broker at \(address.description) sent an answer that is not a JSON object")
+        }
+        return value
+    }
+
+    /// One request, one answer (`Connection: close`), within the deadline.
+    package func get(_ target: String) throws -> Reply {
+        let stop = Clock.monotonicMillis() + Int64(timeout * 1000)
+        let fd = try connect(until: stop)
+        defer { close(fd) }
+        let request = "GET \(target) HTTP/1.1\r\nHost: localhost\r\nUser-Agent: chatgpt-credential\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
+        try send(Array(request.utf8), fd, until: stop)
+        var raw = SecretBytes(capacity: 8192)
+        try receive(fd, into: &raw, until: stop)
+        return try Self.parseAnswer(raw, from: address.description)
+    }
+
+    // MARK: the socket
+
+    private func notAnswering(_ why: String) -> CredentialError {
+        .temporary("broker not answering at \(address.description) (\(why))")
+    }
+
+    private func connect(until stop: Int64) throws -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard fd >= 0 else { throw CredentialError.failure("cannot make a socket: \(FileSystem.errorText(errno))") }
+        var sa = sockaddr_un()
+        sa.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &sa.sun_path) { dst in
+            for (i, b) in address.path.utf8.enumerated() where i < dst.count - 1 { dst[i] = b }
+        }
+        let rc = withUnsafePointer(to: &sa) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if rc == 0 { return fd }
+        let code = errno
+        switch code {
+        case EINPROGRESS, EAGAIN:
+            // A UNIX socket whose listener's backlog is full: wait for it within the deadline.
+            try wait(fd, Int16(POLLOUT), until: stop)
+            var err: Int32 = 0
+            var len = socklen_t(MemoryLayout<Int32>.size)
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len)
+            if err == 0 { return fd }
+            close(fd)
+            throw connectError(err)
+        default:
+            close(fd)
+            throw connectError(code)
+        }
+    }
+
+    private func connectError(_ code: Int32) -> CredentialError {
+        switch code {
+        case ENOENT, ENOTDIR:
+            return .storeUnavailable("no broker socket at \(address.path); start the broker where the credential is (chatgpt-credential serve, or systemctl --user start chatgpt-credential.socket)")
+        case ECONNREFUSED:
+            return notAnswering("nothing listens on the socket; is chatgpt-credential serve running?")
+        case EACCES, EPERM:
+            return .storeUnavailable("cannot reach the broker socket \(address.path): \(FileSystem.errorText(code))")
+        case ENOTSOCK:
+            return .storeUnavailable("\(address.path) is not a socket")
+        default:
+            return notAnswering(FileSystem.errorText(code))
+        }
+    }
+
+    private func wait(_ fd: Int32, _ events: Int16, until stop: Int64) throws {
+        while true {
+            let left = stop - Clock.monotonicMillis()
+            guard left > 0 else { throw notAnswering("no answer within \(Deadline.describe(timeout))") }
+            var p = pollfd(fd: fd, events: events, revents: 0)
+            let n = poll(&p, 1, Int32(min(left, Int64(Int32.max))))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw notAnswering(FileSystem.errorText(errno))
+            }
+            if n > 0 { return }
+        }
+    }
+
+    private func send(_ bytes: [UInt8], _ fd: Int32, until stop: Int64) throws {
+        var off = 0
+        while off < bytes.count {
+            let n = bytes[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n > 0 { off += n; continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { try wait(fd, Int16(POLLOUT), until: stop); continue }
+            if n < 0 && errno == EINTR { continue }
+            throw notAnswering("the connection closed while sending: \(FileSystem.errorText(errno))")
+        }
+    }
+
+    /// Reads until the peer closes, or until the head and `Content-Length` bytes of body are in.
+    private func receive(_ fd: Int32, into raw: inout SecretBytes, until stop: Int64) throws {
+        while true {
+            if let complete = Self.completeLength(raw), raw.count >= complete { raw.truncate(to: complete); return }
+            guard raw.count <= Self.maxAnswerBytes else {
+                throw CredentialError.failure("the broker at \(address.description) sent more than \(Self.maxAnswerBytes / 1024) KiB")
+            }
+            try wait(fd, Int16(POLLIN), until: stop)
+            var n = 0, code: Int32 = 0
+            raw.append(upTo: 16384) { space in
+                n = recv(fd, space.baseAddress, space.count, 0)
+                if n < 0 { code = errno }
+                return max(n, 0)
+            }
+            if n == 0 { return } // the peer closed: the answer is what came
+            if n < 0 {
+                if code == EINTR || code == EAGAIN || code == EWOULDBLOCK { continue }
+                throw notAnswering("reading the answer: \(FileSystem.errorText(code))")
+            }
+        }
+    }
+
+    // MARK: HTTP/1.1 framing
+
+    /// The offset just past the blank line that ends the head, if it has arrived.
+    static func headEnd(_ raw: borrowing SecretBytes) -> Int? {
+        raw.withUnsafeBytes { b in
+            guard b.count >= 4 else { return nil }
+            for i in 0...(b.count - 4) where b[i] == 13 && b[i + 1] == 10 && b[i + 2] == 13 && b[i + 3] == 10 { return i + 4 }
+            return nil
+        }
+    }
+
+    /// The head's lines (status line first), as text: they carry no secret.
+    static func headLines(_ raw: borrowing SecretBytes, end: Int) -> [String] {
+        raw.withUnsafeBytes { b in
+            String(decoding: b[0..<(end - 4)], as: UTF8.self).split(separator: "\r\n", omittingEmptySubsequences: false).map(String.init)
+        }
+    }
+
+    static func contentLength(_ lines: [String]) -> Int? {
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            if line[..<colon].lowercased() == "content-length" {
+                return Int(String(line[line.index(after: colon)...]).trimmingSpaces())
+            }
+        }
+        return nil
+    }
+
+    /// The whole answer's length once its head is in and names a `Content-Length`.
+    static func completeLength(_ raw: borrowing SecretBytes) -> Int? {
+        guard let end = headEnd(raw), let length = contentLength(headLines(raw, end: end)), length >= 0 else { return nil }
+        return end + length
+    }
+
+    /// Status and body of a complete answer. Chunked bodies are not spoken (the broker sends a
+    /// length, or closes the connection after the body).
+    package static func parseAnswer(_ raw: borrowing SecretBytes, from broker: String) throws -> Reply {
+        func malformed(_ why: String) -> CredentialError {
+            .failure("the broker at \(broker) sent a malformed answer (\(why))")
+        }
+        guard !raw.isEmpty else { throw CredentialError.temporary("broker not answering at \(broker) (it closed the connection without an answer)") }
+        guard let end = headEnd(raw) else { throw malformed("no end of headers") }
+        let lines = headLines(raw, end: end)
+        let status = lines[0].split(separator: " ", maxSplits: 2)
+        // Three digits, 100-599 (RFC 9110 §15): "020" or "+42" is no status.
+        guard status.count >= 2, status[0].hasPrefix("HTTP/1."), status[1].utf8.count == 3,
+              status[1].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let code = Int(status[1]), (100...599).contains(code) else {
+            throw malformed("bad status line")
+        }
+        if lines.dropFirst().contains(where: { $0.lowercased().hasPrefix("transfer-encoding:") }) { throw malformed("chunked body") }
+        var length = raw.count - end
+        if let declared = contentLength(lines) {
+            guard declared <= length else { throw malformed("the body is shorter than its Content-Length") }
+            length = declared
+        }
+        let body = raw.withUnsafeBytes { SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[end..<(end + length)])) }
+        return Reply(status: code, body: body)
+    }
+}

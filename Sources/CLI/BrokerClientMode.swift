@@ -1,0 +1,246 @@
+import CredentialCore
+import OAuth
+import HelperProtocols
+import Broker
+import Secrets
+
+/// Client mode (chatgpt-credential(1), BROKER): with `--broker unix:PATH` or
+/// `CHATGPT_CREDENTIAL_BROKER`, the verbs that read a credential ask the broker over its socket
+/// and touch no store, keyring, lock, access cache or data directory; the verbs that change a
+/// credential are refused (exit 2). The answers are printed by the same formatters as on the
+/// host (`GetFormatter`, `UsageRenderer`, the git and docker protocols).
+extension Runner {
+    func clientMode(_ command: Command, _ g: GlobalOptions, _ address: BrokerAddress) throws -> Outcome {
+        let broker = BrokerClient(address: address)
+        verbose(g, "client mode: asking the broker at \(address.description)")
+        switch command {
+        case .help, .version:
+            return try dispatch(command, g)
+        case .get(let options):
+            // A forced refresh spends the refresh token: the broker's owner decides when, not a
+            // client in a sandbox (`refresh` on the broker's side does it).
+            if options.forceRefresh { throw refused("get --force-refresh", address) }
+            let document = try brokerToken(broker, g, requiredTTL: options.requiredTTL)
+            if options.format == .idToken, document.idToken.isEmpty {
+                throw CredentialError.failure("the broker at \(address.description) does not hand out the id token (its answer is what get --json prints)")
+            }
+            try console.out(try GetFormatter.format(document, options.format, profile: g.profile))
+            return .exit(0)
+        case .exec(let argv):
+            let document = try brokerToken(broker, g, requiredTTL: nil)
+            _ = try GetFormatter.safe(document.accessToken, "access token", profile: g.profile)
+            var env = services.environment
+            // EDGE: exec's environment; setenv(3) and the child need the token as a C string.
+            env["CHATGPT_ACCESS_TOKEN"] = document.accessToken.unsafeString()
+            env["CHATGPT_ACCOUNT_ID"] = document.accountId
+            return .replaceProcess(argv: argv, environment: env)
+        case .status(let json, let all):
+            if all { throw CredentialError.usage("status --all reads the stores, which client mode never does; run it where the broker runs") }
+            return try brokerStatus(broker, g, json: json)
+        case .usage(let json, let all):
+            if all { throw CredentialError.usage("usage --all lists the stores' profiles, which client mode never does; run it where the broker runs, or ask for each profile with --profile") }
+            let value = try broker.usage(profile: g.profile)
+            if json {
+                try console.out(JSON.serialize(value) + "\n")
+            } else {
+                let style = UsageRenderer.style(stdoutIsTerminal: console.stdoutIsTerminal, environment: services.environment)
+                let now = services.now()
+                let (report, plan) = UsageRenderer.report(normalized: value, now: now)
+                try console.out(UsageRenderer(style: style, now: now).text(report, plan: plan))
+            }
+            return .exit(0)
+        case .helper(.git, let verb):
+            return try gitHelperViaBroker(broker, g, verb: verb)
+        case .helper(.docker, let verb):
+            return try dockerHelperViaBroker(broker, g, verb: verb)
+        default:
+            throw refused(Self.verbName(command), address)
+        }
+    }
+
+    /// The word the person typed for a verb that is refused here (login, store, erase, and any
+    /// verb that changes a credential or serves one: refresh, serve).
+    static func verbName(_ command: Command) -> String {
+        let text = String(describing: command)
+        return String(text.prefix { $0 != "(" })
+    }
+
+    func refused(_ what: String, _ address: BrokerAddress) -> CredentialError {
+        .usage("'\(what)' is refused in client mode (broker \(address.description)): only the broker's side changes or serves the credential; run it there")
+    }
+
+    /// The broker's `/v1/token` answer as a document for the formatters: the access token (and
+    /// the id token when the broker sends one) in guarded memory, never a refresh token.
+    func brokerToken(_ broker: BrokerClient, _ g: GlobalOptions, requiredTTL: Int64?) throws -> TokenDocument {
+        let document = try Self.document(fromTokenAnswer: try broker.token(profile: g.profile, minTTL: requiredTTL), broker: broker.address.description)
+        let expiresAt = document.expiresAt
+        verbose(g, "the broker answered for profile \(g.profile.name); expires \(Clock.rfc3339(expiresAt))")
+        if let requiredTTL, expiresAt > 0, expiresAt - services.now() < requiredTTL {
+            console.err("chatgpt-credential: the broker's token is valid for \(TimeSpan.describe(max(0, expiresAt - services.now()))) only, less than --min-ttl \(requiredTTL)")
+        }
+        return document
+    }
+
+    /// The document of a `/v1/token` answer (the object `get --json` prints): never a refresh
+    /// token; the formatters refuse what a token cannot hold.
+    static func document(fromTokenAnswer value: JSONValue, broker: String) throws -> TokenDocument {
+        guard let access = value["access_token"]?.secretValue, !access.isEmpty else {
+            throw CredentialError.failure("the broker at \(broker) sent an answer without an access token")
+        }
+        return TokenDocument(accessToken: access, refreshToken: SecretToken(), idToken: value["id_token"]?.secretValue ?? SecretToken(),
+                             accountId: value["account_id"]?.stringValue ?? "",
+                             expiresAt: value["expires_at"]?.stringValue.flatMap(Clock.parseRFC3339) ?? 0,
+                             email: value["email"]?.stringValue ?? "", plan: value["plan"]?.stringValue ?? "")
+    }
+
+    // MARK: status
+
+    /// Who is signed in, as the broker answers `/v1/token` (which may refresh there, as get
+    /// would). No store is named: the broker's is not visible from here. Exit codes as on the
+    /// host: 0 signed in, 3 not, 5 the broker's store, 4 the broker not answering.
+    func brokerStatus(_ broker: BrokerClient, _ g: GlobalOptions, json: Bool) throws -> Outcome {
+        let now = services.now()
+        let document: TokenDocument
+        do {
+            document = try brokerToken(broker, g, requiredTTL: nil)
+        } catch let e as CredentialError {
+            if json {
+                let members: [(String, JSONValue)] = [("profile", .string(g.profile.name)), ("broker", .string(broker.address.description)),
+                                                      ("signed_in", .bool(false)), ("needs_login", .bool(e.exitCode == 3)),
+                                                      ("error", .string(e.message))]
+                try console.out(JSON.serialize(.object(members)) + "\n")
+            }
+            throw e
+        }
+        if json {
+            let members: [(String, JSONValue)] = [
+                ("profile", .string(g.profile.name)), ("broker", .string(broker.address.description)),
+                ("signed_in", .bool(true)), ("needs_login", .bool(false)),
+                ("email", .string(document.email)), ("plan", .string(document.plan)), ("account_id", .string(document.accountId)),
+                ("expires_at", .string(Clock.rfc3339(document.expiresAt))), ("expires_in", .number(Double(document.expiresAt - now))),
+                ("last_refresh", .null),
+            ]
+            try console.out(JSON.serialize(.object(members)) + "\n")
+        } else {
+            let who = Sanitize.line(document.email.isEmpty ? "unknown email" : document.email)
+            let plan = Sanitize.line(document.plan.isEmpty ? "unknown plan" : document.plan)
+            var s = "Signed in as \(who) (\(plan)), account \(Sanitize.line(document.accountId))\n"
+            s += "  profile:  \(g.profile.name)\n"
+            s += "  broker:   \(broker.address.description) (answered by the broker; no store read here)\n"
+            s += "  expires:  \(Clock.rfc3339(document.expiresAt)) (\(TimeSpan.expiry(document.expiresAt - now)))\n"
+            try console.out(s)
+        }
+        return .exit(0)
+    }
+
+    // MARK: git and docker
+
+    func gitHelperViaBroker(_ broker: BrokerClient, _ g: GlobalOptions, verb word: String) throws -> Outcome {
+        guard let verb = GitCredentialProtocol.Verb(argument: word) else { return .exit(0) } // git: ignore unknown verbs
+        let request = try GitCredentialProtocol.read { try console.readSome($0) }
+        switch verb {
+        case .store:
+            return .exit(0) // the credential is managed by `login`, where the broker runs
+        case .get:
+            guard GitCredentialProtocol.shouldAnswer(request) else { return .exit(0) }
+            let document = try brokerToken(broker, g, requiredTTL: nil)
+            if let answer = try GitCredentialProtocol.answer(for: request, document: document, profile: g.profile) {
+                try console.out(answer)
+            }
+            return .exit(0)
+        case .erase:
+            // Other hosts are none of this helper's business, as on the host.
+            guard GitCredentialProtocol.shouldAnswer(request) else { return .exit(0) }
+            throw refused("erase", broker.address)
+        }
+    }
+
+    func dockerHelperViaBroker(_ broker: BrokerClient, _ g: GlobalOptions, verb word: String) throws -> Outcome {
+        guard let verb = DockerCredentialProtocol.Verb(argument: word) else {
+            try? console.out("unknown verb '\(Sanitize.line(word, limit: 40))': use get, store, erase, list or version\n")
+            return .exit(1)
+        }
+        if verb == .erase {
+            let url = try DockerCredentialProtocol.parseServerURL(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
+            guard DockerCredentialProtocol.isChatGPTServer(url) else { return dockerNotFound() }
+            throw refused("erase", broker.address) // exit 2, on stdout as docker's helpers report
+        }
+        do {
+            switch verb {
+            case .version:
+                try console.out("\(CommandLineSpec.programName) \(CommandLineSpec.version)\n")
+            case .store:
+                _ = try DockerStoreRequest.parse(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
+            case .get:
+                let url = try DockerCredentialProtocol.parseServerURL(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
+                guard DockerCredentialProtocol.isChatGPTServer(url) else { return dockerNotFound() }
+                do {
+                    let document = try brokerToken(broker, g, requiredTTL: nil)
+                    try console.out(try DockerCredentialProtocol.getAnswer(serverURL: url, document: document, profile: g.profile))
+                } catch let e as CredentialError where e.exitCode == 3 {
+                    return dockerNotFound()
+                }
+            case .list:
+                var accountId: String?
+                do { accountId = try brokerToken(broker, g, requiredTTL: nil).accountId } catch let e as CredentialError where e.exitCode == 3 { accountId = nil }
+                try console.out(DockerCredentialProtocol.listAnswer(accountId: accountId))
+            case .erase:
+                break // refused above
+            }
+            return .exit(0)
+        } catch let e as CredentialError {
+            // docker-credential-helpers report every error on stdout with exit status 1.
+            try? console.out(e.message + "\n")
+            return .exit(1)
+        }
+    }
+
+    private func dockerNotFound() -> Outcome {
+        try? console.out(DockerCredentialProtocol.notFoundOutput)
+        return .exit(1)
+    }
+}
+
+extension UsageRenderer {
+    /// A report from the normalised object `usage --json` prints (what the broker's `/v1/usage`
+    /// answers), so client mode renders it exactly as the host would. Values of the wrong type
+    /// are unknown, with the same bounds as `UsageReport` (two windows a limit, a reset at most a
+    /// day ago and a year ahead of `now`); strings are sanitised again.
+    static func report(normalized v: JSONValue, now: Int64) -> (UsageReport, plan: String?) {
+        func text(_ j: JSONValue?, _ limit: Int = 64) -> String? {
+            guard let s = j?.stringValue else { return nil }
+            let clean = Sanitize.line(s, limit: limit)
+            return clean.isEmpty ? nil : clean
+        }
+        func windows(_ j: JSONValue?) -> [UsageWindow] {
+            guard case .array(let items)? = j else { return [] }
+            return items.filter(\.isObject).prefix(UsageWindow.Role.allCases.count).compactMap { w in
+                guard w.isObject else { return nil }
+                let role = UsageWindow.Role(rawValue: w["name"]?.stringValue ?? "") ?? .primary
+                let seconds = w["window_seconds"]?.doubleValue.flatMap { $0.isFinite && $0 >= 1 && $0 <= Double(UsageReport.maxWindowSeconds) ? Int64($0) : nil }
+                let percent = w["used_percent"]?.doubleValue.flatMap { $0.isFinite && $0 >= 0 && $0 <= 100 ? $0 : nil }
+                let resets = w["resets_at"]?.stringValue.flatMap(Clock.parseRFC3339)
+                    .flatMap { $0 >= now - UsageReport.maxResetAge && $0 <= now + UsageReport.maxWindowSeconds ? $0 : nil }
+                return UsageWindow(role: role, windowSeconds: seconds, usedPercent: percent, resetsAt: resets)
+            }
+        }
+        func limit(_ j: JSONValue) -> UsageLimit {
+            UsageLimit(allowed: j["allowed"]?.boolValue, limitReached: j["limit_reached"]?.boolValue, windows: windows(j["windows"]))
+        }
+        var report = UsageReport()
+        let main = limit(v)
+        if main.allowed != nil || main.limitReached != nil || !main.windows.isEmpty { report.rateLimit = main }
+        if let c = v["credits"], c.isObject {
+            var balance = text(c["balance"], 32)
+            if balance == nil, let d = c["balance"]?.doubleValue, d.isFinite, abs(d) < 1e15 { balance = JSON.serialize(.number(d)) }
+            report.credits = UsageCredits(hasCredits: c["has_credits"]?.boolValue, unlimited: c["unlimited"]?.boolValue, balance: balance)
+        }
+        if case .array(let items)? = v["additional_limits"] {
+            report.additional = items.prefix(UsageReport.maxAdditional).compactMap { a in
+                guard a.isObject else { return nil }
+                return NamedUsageLimit(name: text(a["name"]) ?? "additional limit", meteredFeature: text(a["metered_feature"]), limit: limit(a))
+            }
+        }
+        return (report, text(v["plan"], 40))
+    }
+}

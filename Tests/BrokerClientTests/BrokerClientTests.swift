@@ -1,0 +1,197 @@
+import Foundation
+import Testing
+@testable import Broker
+@testable import CredentialCore
+@testable import Secrets
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A one-connection broker stand-in on a UNIX socket: records the request, then answers with
+/// `reply` (written in pieces, to exercise the reader), or never answers (`reply == nil`).
+final class CannedBroker: @unchecked Sendable {
+    let directory: String
+    var path: String { directory + "/broker.sock" }
+    private(set) var request = ""
+    private let listener: Int32
+    private let done = DispatchSemaphore(value: 0)
+
+    init(reply: [UInt8]?, listen: Bool = true, closeAfter: Bool = true) throws {
+        var template = Array("/tmp/ccred-bclient-XXXXXX".utf8CString)
+        directory = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var sa = sockaddr_un()
+        sa.sun_family = sa_family_t(AF_UNIX)
+        let p = directory + "/broker.sock"
+        withUnsafeMutableBytes(of: &sa.sun_path) { dst in for (i, b) in p.utf8.enumerated() { dst[i] = b } }
+        let rc = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        guard rc == 0 else { throw CredentialError.failure("bind: \(errno)") }
+        guard listen else { done.signal(); return }
+        Glibc.listen(listener, 4)
+        let fd = listener
+        Thread.detachNewThread { [self] in
+            let c = accept(fd, nil, nil)
+            guard c >= 0 else { done.signal(); return }
+            var got: [UInt8] = []
+            var buf = [UInt8](repeating: 0, count: 4096)
+            while !got.suffix(4).elementsEqual([13, 10, 13, 10]) {
+                let n = read(c, &buf, buf.count)
+                if n <= 0 { break }
+                got += buf[0..<n]
+            }
+            request = String(decoding: got, as: UTF8.self)
+            if let reply {
+                // Three pieces with pauses: the client must put the answer together.
+                let cut = [0, reply.count / 3, 2 * reply.count / 3, reply.count]
+                for k in 0..<3 {
+                    _ = reply[cut[k]..<cut[k + 1]].withUnsafeBytes { write(c, $0.baseAddress, $0.count) }
+                    usleep(20_000)
+                }
+                if closeAfter { close(c) }
+            } else {
+                // Never answer: wait until the client gives up and closes.
+                while read(c, &buf, buf.count) > 0 {}
+                close(c)
+            }
+            done.signal()
+        }
+    }
+
+    private var finished = false
+    func finish() {
+        if finished { return }
+        finished = true
+        _ = done.wait(timeout: .now() + 5)
+        close(listener)
+        unlink(path)
+        rmdir(directory)
+    }
+
+    static func http(_ status: Int, _ body: String, length: Bool = true) -> [UInt8] {
+        var head = "HTTP/1.1 \(status) X\r\nContent-Type: application/json\r\n"
+        if length { head += "Content-Length: \(body.utf8.count)\r\n" }
+        return Array((head + "Connection: close\r\n\r\n" + body).utf8)
+    }
+}
+
+@Suite struct BrokerClientTests {
+    static let tokenBody = #"{"access_token":"eyJ.tok-EN_1","account_id":"acct-1","expires_at":"2031-05-01T00:00:00Z","email":"a@example.com","plan":"plus"}"#
+
+    func client(_ b: CannedBroker, timeout: Double = BrokerClient.defaultTimeout) -> BrokerClient {
+        BrokerClient(address: BrokerAddress(path: b.path), timeout: timeout)
+    }
+
+    @Test func addressIsUnixAndAnAbsolutePath() throws {
+        #expect(try BrokerAddress.parse("unix:/run/user/1000/chatgpt-credential/broker.sock", from: "--broker").path == "/run/user/1000/chatgpt-credential/broker.sock")
+        for bad in ["/tmp/b.sock", "unix:", "unix:relative.sock", "tcp://127.0.0.1:1", "unix:/" + String(repeating: "a", count: 120), "unix:/tmp/a\u{1b}b"] {
+            #expect(throws: CredentialError.self) { try BrokerAddress.parse(bad, from: "--broker") }
+            do { _ = try BrokerAddress.parse(bad, from: "--broker") } catch let e as CredentialError { #expect(e.exitCode == 2, "\(bad)") } catch {}
+        }
+    }
+
+    @Test func aTokenAnswerComesBackWithTheTokenInGuardedMemory() throws {
+        let b = try CannedBroker(reply: CannedBroker.http(200, Self.tokenBody))
+        defer { b.finish() }
+        let v = try client(b).token(profile: try Profile("work"), minTTL: 900)
+        let token = try #require(v["access_token"]?.secretValue, "access_token is not a secret value")
+        #expect(token == SecretToken(stringLiteral: "eyJ.tok-EN_1"))
+        #expect(v["account_id"]?.stringValue == "acct-1")
+        b.finish()
+        #expect(b.request.hasPrefix("GET /v1/token?profile=work&min_ttl=900 HTTP/1.1\r\n"), "\(b.request)")
+        #expect(b.request.contains("\r\nConnection: close\r\n") && b.request.contains("\r\nHost: localhost\r\n"))
+    }
+
+    @Test func withoutMinTTLTheQueryNamesOnlyTheProfile() throws {
+        let b = try CannedBroker(reply: CannedBroker.http(200, Self.tokenBody))
+        defer { b.finish() }
+        _ = try client(b).token(profile: .default, minTTL: nil)
+        b.finish()
+        #expect(b.request.hasPrefix("GET /v1/token?profile=default HTTP/1.1\r\n"), "\(b.request)")
+    }
+
+    @Test func anAnswerWithoutContentLengthEndsWhenTheBrokerCloses() throws {
+        let b = try CannedBroker(reply: CannedBroker.http(200, Self.tokenBody, length: false))
+        defer { b.finish() }
+        #expect(try client(b).token(profile: .default, minTTL: nil)["plan"]?.stringValue == "plus")
+    }
+
+    @Test(arguments: [(400, Int32(2)), (401, 3), (403, 5), (502, 4), (503, 5), (500, 1), (404, 1)])
+    func errorAnswersMapToExitCodes(_ status: Int, _ exit: Int32) throws {
+        let b = try CannedBroker(reply: CannedBroker.http(status, #"{"error":"x","message":"what \u001b[31mhappened"}"#))
+        defer { b.finish() }
+        do {
+            _ = try client(b).token(profile: .default, minTTL: nil)
+            Issue.record("HTTP \(status) was not an error")
+        } catch let e as CredentialError {
+            #expect(e.exitCode == exit, "HTTP \(status): \(e.message)")
+            #expect(e.message.contains("what [31mhappened") && !e.message.contains("\u{1b}"), "\(e.message)")
+            if status == 403 { #expect(e.message.contains("refused this process")) }
+        }
+    }
+
+    /// The server answers a failure with the status of its exit code; the client's table (the one
+    /// in `CredentialError.exitCode`) gives the same exit code back.
+    @Test func everyStatusTheServerSendsMapsBackToItsExitCode() {
+        for code: Int32 in 1...5 {
+            let status = BrokerProtocol.status(forExitCode: code)
+            #expect(CredentialError.brokerAnswered(status: status, message: "", broker: "unix:/b").exitCode == code, "HTTP \(status)")
+        }
+    }
+
+    @Test func aMissingSocketIsExit5() {
+        let c = BrokerClient(address: BrokerAddress(path: "/tmp/ccred-no-such-dir-\(getpid())/broker.sock"))
+        #expect(throws: CredentialError.self) { try c.get("/v1/health") }
+        do { _ = try c.get("/v1/health") } catch let e as CredentialError { #expect(e.exitCode == 5 && e.message.contains("no broker socket"), "\(e.message)") } catch {}
+    }
+
+    @Test func aSocketNobodyListensOnIsExit4AtOnce() throws {
+        let b = try CannedBroker(reply: nil, listen: false)
+        defer { b.finish() }
+        let start = Clock.monotonicMillis()
+        do { _ = try client(b).get("/v1/health"); Issue.record("answered") } catch let e as CredentialError {
+            #expect(e.exitCode == 4 && e.message.contains("broker not answering"), "\(e.message)")
+        }
+        #expect(Clock.monotonicMillis() - start < 1000)
+    }
+
+    @Test func aBrokerThatNeverAnswersIsExit4AtTheDeadline() throws {
+        let b = try CannedBroker(reply: nil)
+        defer { b.finish() }
+        let start = Clock.monotonicMillis()
+        do { _ = try client(b, timeout: 0.5).get("/v1/health"); Issue.record("answered") } catch let e as CredentialError {
+            #expect(e.exitCode == 4 && e.message.contains("no answer within 0.5 s"), "\(e.message)")
+        }
+        let took = Clock.monotonicMillis() - start
+        #expect(took >= 450 && took < 2000, "took \(took) ms")
+    }
+
+    @Test func aMalformedAnswerIsExit1() throws {
+        for reply in [Array("HELLO\r\n\r\n".utf8), Array("HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n{}".utf8),
+                      Array("HTTP/1.1 020 OK\r\n\r\n{}".utf8), Array("HTTP/1.1 +42 OK\r\n\r\n{}".utf8), Array("HTTP/1.1 999 X\r\n\r\n{}".utf8),
+                      CannedBroker.http(200, "[1,2]"), CannedBroker.http(200, "not json")] {
+            let b = try CannedBroker(reply: reply)
+            defer { b.finish() }
+            do { _ = try client(b).json("/v1/token?profile=default"); Issue.record("accepted \(reply)") } catch let e as CredentialError {
+                #expect(e.exitCode == 1, "\(e.message)")
+            }
+        }
+    }
+
+    @Test func aClosedConnectionWithoutAnAnswerIsTemporary() throws {
+        let b = try CannedBroker(reply: [])
+        defer { b.finish() }
+        do { _ = try client(b).get("/v1/health"); Issue.record("answered") } catch let e as CredentialError {
+            #expect(e.exitCode == 4, "\(e.message)")
+        }
+    }
+
+    @Test func anOversizedAnswerIsRefused() throws {
+        let big = "{\"pad\":\"" + String(repeating: "a", count: BrokerClient.maxAnswerBytes + 10) + "\"}"
+        let b = try CannedBroker(reply: CannedBroker.http(200, big, length: false))
+        defer { b.finish() }
+        do { _ = try client(b).get("/v1/usage?profile=default"); Issue.record("read it all") } catch let e as CredentialError {
+            #expect(e.exitCode == 1 && e.message.contains("more than"), "\(e.message)")
+        }
+    }
+}

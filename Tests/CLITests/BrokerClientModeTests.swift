@@ -1,0 +1,65 @@
+import Testing
+@testable import CLI
+@testable import OAuth
+@testable import Broker
+@testable import CredentialCore
+
+/// Client mode's command line (`--broker`, `CHATGPT_CREDENTIAL_BROKER`) and its reading of the
+/// broker's usage answer; the verbs themselves run end to end (BrokerClientEndToEndTests).
+@Suite struct BrokerClientModeTests {
+    func parse(_ args: [String], env: [String: String] = [:], argv0: String = "chatgpt-credential") throws -> Invocation {
+        try ArgumentParser.parse([argv0] + args, environment: env)
+    }
+
+    @Test func brokerIsAGlobalOptionAnywhereOnTheLine() throws {
+        for args in [["--broker", "unix:/run/b.sock", "get"], ["get", "--broker=unix:/run/b.sock"],
+                     ["exec", "--broker", "unix:/run/b.sock", "--", "sh"], ["usage", "--json", "--broker", "unix:/run/b.sock"]] {
+            #expect(try parse(args).globals.broker?.path == "/run/b.sock", "\(args)")
+        }
+        #expect(try parse(["get"], argv0: "git-credential-chatgpt").globals.broker == nil)
+        #expect(try parse(["--broker", "unix:/run/b.sock", "get"], argv0: "git-credential-chatgpt").globals.broker?.path == "/run/b.sock")
+    }
+
+    @Test func theEnvironmentSuppliesItEmptyIsUnsetAndTheFlagWins() throws {
+        #expect(try parse(["get"], env: ["CHATGPT_CREDENTIAL_BROKER": "unix:/e.sock"]).globals.broker?.path == "/e.sock")
+        #expect(try parse(["get"], env: ["CHATGPT_CREDENTIAL_BROKER": ""]).globals.broker == nil)
+        #expect(try parse(["--broker", "unix:/f.sock", "get"], env: ["CHATGPT_CREDENTIAL_BROKER": "unix:/e.sock"]).globals.broker?.path == "/f.sock")
+    }
+
+    @Test(arguments: ["/run/b.sock", "unix:run/b.sock", "unix:", "http://localhost/"])
+    func aMalformedAddressIsAUsageError(_ value: String) {
+        for attempt in [{ try parse(["--broker", value, "get"]) }, { try parse(["get"], env: ["CHATGPT_CREDENTIAL_BROKER": value]) }] {
+            do { _ = try attempt(); Issue.record("accepted \(value)") } catch let e as CredentialError {
+                #expect(e.exitCode == 2 && e.message.contains("unix:"), "\(e.message)")
+            } catch { Issue.record("\(error)") }
+        }
+    }
+
+    @Test func theRefusedVerbIsNamedByTheWordTyped() throws {
+        #expect(Runner.verbName(try parse(["erase", "--no-revoke"]).command) == "erase")
+        #expect(Runner.verbName(try parse(["login", "--device"]).command) == "login")
+        #expect(Runner.verbName(try parse(["store"]).command) == "store")
+    }
+
+    /// What the broker answers for /v1/usage is what `usage --json` prints; read back, it renders
+    /// as the host would and prints the same JSON again.
+    @Test func theNormalisedUsageObjectReadsBackToTheSameReport() throws {
+        let report = UsageRendererTests.report
+        let printed = UsageRenderer.json(report, plan: "plus")
+        let (back, plan) = UsageRenderer.report(normalized: try JSON.parse(printed), now: UsageRendererTests.now)
+        #expect(plan == "plus")
+        #expect(UsageRenderer.json(back, plan: plan) == printed)
+        let r = UsageRenderer(style: .plain, now: UsageRendererTests.now, localTime: UsageRendererTests.utc)
+        #expect(r.text(back, plan: plan) == r.text(report, plan: "plus"))
+    }
+
+    @Test func oddValuesInAUsageAnswerAreUnknownNotErrors() throws {
+        let (back, plan) = UsageRenderer.report(normalized: try JSON.parse(
+            #"{"plan":"pro\u001b[2J","windows":[{"name":"primary","window_seconds":-5,"used_percent":400,"resets_at":"soon"},7,{"name":"secondary","resets_at":"2999-01-01T00:00:00Z"},{"name":"primary"}],"credits":"x","additional_limits":[{"name":3}]}"#),
+            now: UsageRendererTests.now)
+        #expect(plan == "pro[2J")
+        #expect(back.rateLimit?.windows == [UsageWindow(role: .primary), UsageWindow(role: .secondary)])
+        #expect(back.credits == nil)
+        #expect(back.additional.map(\.name) == ["additional limit"])
+    }
+}
