@@ -208,6 +208,8 @@ public enum CommandLineSpec {
         "usage": ["\(programName) usage", "\(programName) usage --json | jq '.windows[]'"],
         "exec": ["\(programName) exec -- sh -c \\\n    'curl -H \"Authorization: Bearer $CHATGPT_ACCESS_TOKEN\" URL'"],
         "refresh": ["\(programName) refresh", "\(programName) refresh --all --if-idle 7   # what the daily timer runs"],
+        "serve": ["systemctl --user enable --now chatgpt-credential.socket   # on demand",
+                  "curl --unix-socket \"$XDG_RUNTIME_DIR/chatgpt-credential/broker.sock\" \\\n     http://localhost/v1/token"],
         "help": ["\(programName) help get"],
     ]
 

@@ -65,9 +65,58 @@ import Testing
                 #expect(lines.contains(".It Ev \(env)"), "ENVIRONMENT lacks \(env)")
             }
         }
-        for section in ["NAME", "SYNOPSIS", "DESCRIPTION", "ENVIRONMENT", "FILES", "EXIT STATUS", "EXAMPLES",
-                        "SEE ALSO", "CHOICES", "SECURITY CONSIDERATIONS", "REFRESH", "STORES", "PROTOCOLS"] {
+        for section in Self.manSectionOrder {
             #expect(lines.contains(".Sh \(section)"), "man page lacks section \(section)")
+        }
+    }
+
+    /// The sections in the order people look things up (issue 23, item 7): what it is, a quick
+    /// start, the verbs, the topics, then the reference sections. Sections not listed (one a
+    /// feature adds) may stand anywhere; these keep their relative order.
+    static let manSectionOrder = ["NAME", "SYNOPSIS", "DESCRIPTION", "QUICK START", "VERBS", "STORES", "REFRESH",
+                                  "ACCESS CACHE", "PROTOCOLS", "ENVIRONMENT", "FILES", "EXIT STATUS", "EXAMPLES",
+                                  "SEE ALSO", "SECURITY"]
+
+    @Test func manPageSectionsComeInLookUpOrder() throws {
+        let headings = try Self.read(Self.manPage).split(separator: "\n").map(String.init)
+            .filter { $0.hasPrefix(".Sh ") }.map { String($0.dropFirst(4)) }
+        let positions = Self.manSectionOrder.map { headings.firstIndex(of: $0) }
+        #expect(!positions.contains(nil), "man page lacks one of \(Self.manSectionOrder): \(headings)")
+        let found = positions.compactMap { $0 }
+        #expect(found == found.sorted(), "man page sections out of order: \(headings)")
+        #expect(headings.prefix(4) == ["NAME", "SYNOPSIS", "DESCRIPTION", "QUICK START"],
+                "QUICK START must follow DESCRIPTION at once: \(headings)")
+        #expect(headings.last == "SECURITY", "SECURITY must close the man page: \(headings)")
+        #expect(!headings.contains("CHOICES") && !headings.contains("SECURITY CONSIDERATIONS"))
+    }
+
+    /// The man page is read by people who have only the repository and the installed package:
+    /// it names no document outside them, and its first screenful gets a newcomer started.
+    @Test func manPageIsSelfContainedAndStartsQuickly() throws {
+        let man = try Self.read(Self.manPage)
+        #expect(!man.contains("SPEC"), "the man page mentions SPEC")
+        #expect(!man.contains("shared/"), "the man page mentions shared/")
+        var others = [Self.readme: try Self.read(Self.readme), "--help": CommandLineSpec.mainHelp()]
+        for path in [Self.bashCompletion, Self.zshCompletion, Self.fishCompletion] { others[path] = try Self.read(path) }
+        for verb in CommandLineSpec.verbs { others["\(verb.name) --help"] = CommandLineSpec.verbHelp(verb) }
+        for (name, text) in others {
+            #expect(!text.contains("SPEC.md") && !text.contains("shared/"), "\(name) names a document outside the repository")
+        }
+        guard let mandoc = Self.which("mandoc") else { return } // CI installs mandoc
+        let r = Self.run(mandoc, ["-T", "ascii", "-O", "width=80", Self.manPage])
+        #expect(r.status == 0)
+        let text = Self.stripOverstrike(r.stdout).split(separator: "\n", omittingEmptySubsequences: false)
+        let quick = text.firstIndex { $0 == "QUICK START" }
+        let verbs = text.firstIndex { $0 == "VERBS" }
+        #expect(quick != nil && verbs != nil && quick! < verbs!, "QUICK START must come before VERBS")
+        #expect((quick ?? .max) < 120, "QUICK START starts at rendered line \(quick ?? -1), not within the first 120")
+        // 1,435 lines before the reordering; the BROKER section (server and client mode) adds ~180.
+        #expect(text.count < 900, "the man page renders to \(text.count) lines at 80 columns")
+        for needle in ["chatgpt-credential login", "ChatGPT-Account-ID: $(chatgpt-credential get --account-id)",
+                       "chatgpt-credential status", "chatgpt-credential usage", "chatgpt-credential erase",
+                       "credential.https://chatgpt.com.helper chatgpt", "credHelpers"] {
+            let section = text[(quick ?? 0)..<(verbs ?? text.count)].joined(separator: "\n")
+            #expect(section.contains(needle), "QUICK START lacks \(needle)")
         }
     }
 
