@@ -22,6 +22,8 @@ import Glibc
         init(expiresIn: Int64 = 3600) throws {
             issuer = try TestIssuer()
             sandbox = Sandbox(bus: .none, store: "file")
+            // The sandbox signs in under a profile of its own; the client in bwrap asks for it.
+            BrokerClientEndToEndTests.hostProfile = sandbox.profile
             sandbox.env["CHATGPT_CREDENTIAL_BACKEND"] = issuer.url + "/backend-api"
             tokens = try sandbox.storeSeeded(issuer, ["expires_in": expiresIn])
             var template = Array("/tmp/ccred-bsock-XXXXXX".utf8CString)
@@ -90,6 +92,9 @@ import Glibc
     /// in /app, and the broker's socket at /run/broker.sock: no home, no XDG directories, no
     /// D-Bus, no runtime directory, no network (`--unshare-all`), an empty environment but PATH
     /// and `CHATGPT_CREDENTIAL_BROKER`.
+    /// The profile of the current `Host` (the suite is serialized).
+    nonisolated(unsafe) static var hostProfile: String?
+
     static func sandboxed(_ socket: String, _ command: [String], stdin: String? = nil, timeout: Double = 30) -> RunResult {
         var args = ["--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
                     "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
@@ -101,7 +106,9 @@ import Glibc
                  "--bind", socket, "/run/broker.sock",
                  "--clearenv", "--setenv", "PATH", "/app:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
                  "--setenv", "SWIFT_BACKTRACE", "enable=no",
-                 "--setenv", "CHATGPT_CREDENTIAL_BROKER", "unix:/run/broker.sock", "--"]
+                 "--setenv", "CHATGPT_CREDENTIAL_BROKER", "unix:/run/broker.sock"]
+        if let profile = hostProfile { args += ["--setenv", "CHATGPT_CREDENTIAL_PROFILE", profile] }
+        args.append("--")
         return Harness.run("/usr/bin/bwrap", args + command, env: ["PATH": "/usr/bin:/bin"],
                            stdin: stdin.map { Array($0.utf8) }, timeout: timeout)
     }

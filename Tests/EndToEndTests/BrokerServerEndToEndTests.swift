@@ -90,7 +90,7 @@ import Glibc
         #expect(Set(o.keys) == ["access_token", "account_id", "expires_at", "email", "plan"])
         #expect(!r.body.contains(w.tokens.refreshToken) && !r.body.contains(w.tokens.idToken))
         // The same with the profile and min_ttl named.
-        let named = w.curl("/v1/token?profile=default&min_ttl=600")
+        let named = w.curl("/v1/token?profile=\(w.sandbox.profile)&min_ttl=600")
         #expect(named.status == 200 && named.body == r.body)
         #expect(try w.issuer.counter("refresh_requests") == 0)
 
@@ -106,7 +106,7 @@ import Glibc
         #expect(!broker.stderr.contains(w.tokens.accessToken) && !broker.stderr.contains(w.tokens.refreshToken))
         let audit = Self.auditLines(broker)
         #expect(audit.count == 3, "\(broker.stderr)")
-        #expect(audit.first?.contains(" uid=\(geteuid()) exe=\(Self.curl) path=/v1/token profile=default status=200 ok") == true, "\(audit)")
+        #expect(audit.first?.contains(" uid=\(geteuid()) exe=\(Self.curl) path=/v1/token profile=\(w.sandbox.profile) status=200 ok") == true, "\(audit)")
     }
 
     @Test func minTTLBeyondTheExpiryRefreshesThroughTheOwner() throws {
