@@ -356,7 +356,7 @@ import Glibc
                 "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
                 "-o", "ExitOnForwardFailure=yes", "-p", String(port),
                 "-R", remote + ":" + host.socket, user + "@127.0.0.1",
-                "env -i PATH=/usr/bin:/bin CHATGPT_CREDENTIAL_BROKER=unix:\(remote) \(Harness.binary) get && stat -c %a \(remote)",
+                "env -i PATH=/usr/bin:/bin CHATGPT_CREDENTIAL_BROKER=unix:\(remote) CHATGPT_CREDENTIAL_PROFILE=\(host.sandbox.profile) \(Harness.binary) get && stat -c %a \(remote)",
             ], env: env, timeout: 30)
             let took = Date().timeIntervalSince(start)
             print("client mode over ssh -R, session \(session): exit \(r.status) in \(String(format: "%.2f", took)) s")

@@ -131,7 +131,7 @@ import Glibc
         try w.serve()
         let cli = w.sandbox.run(["usage", "--json"])
         #expect(cli.status == 0, "\(cli.stderr)")
-        let r = w.curl("/v1/usage?profile=default")
+        let r = w.curl("/v1/usage?profile=\(w.sandbox.profile)")
         #expect(r.status == 200)
         #expect(r.body == cli.stdout.trimmingCharacters(in: .newlines))
         #expect(!r.body.contains(w.tokens.accessToken))
@@ -200,7 +200,7 @@ import Glibc
         w.stop()
         let exe = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         let line = try #require(Self.auditLines(broker).first)
-        #expect(line.contains(" pid=\(getpid()) uid=\(geteuid()) exe=\(exe) path=/v1/token profile=default status=200 ok"), "\(line)")
+        #expect(line.contains(" pid=\(getpid()) uid=\(geteuid()) exe=\(exe) path=/v1/token profile=\(w.sandbox.profile) status=200 ok"), "\(line)")
         let time = String(line.dropFirst("chatgpt-credential: broker: ".count).prefix(20))
         #expect(time.count == 20 && time.hasSuffix("Z") && time.contains("T"), "\(time)")
         for secret in [w.tokens.accessToken, w.tokens.refreshToken, w.tokens.idToken] {
