@@ -44,7 +44,7 @@ APT_PACKAGES := libsecret-1-dev libsodium-dev libcurl4-openssl-dev pkg-config \
                 dbus dbus-x11 gnome-keyring libsecret-tools age git python3 python3-dbus \
                 python3-dockerpycreds golang-docker-credential-helpers \
                 mandoc man-db zsh fish hyperfine procps util-linux time openssl bash-completion strace systemd \
-                dpkg-dev binutils lintian mmdebstrap debian-archive-keyring mount keyutils
+                dpkg-dev binutils lintian mmdebstrap debian-archive-keyring mount keyutils jq
 
 .PHONY: help setup deps apt-packages build release run test test-unit bench bench-smoke demo install install-units uninstall lint-man fuzz fuzz-smoke clean \
         version deb dist lint-deb test-package
