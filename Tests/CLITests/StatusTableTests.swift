@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import CLI
 @testable import CredentialCore
@@ -49,6 +50,21 @@ struct StatusTableTests {
         let lines = StatusReport.textList(entries, storesUnreadable: false, defaultProfile: "default").split(separator: "\n")
         #expect(lines.allSatisfy { $0.count <= 80 }, "\(lines)")
         #expect(lines[1].contains("xxx…") && lines[1].hasPrefix("* default"))
+    }
+
+    /// The README's example is what the renderer prints.
+    static var readmeExample: String {
+        StatusReport.textList([
+            StatusReport(profile: "default", store: .secretService, document: doc(email: "you@example.com", expiresIn: 9 * 86400), now: now),
+            StatusReport(profile: "work", store: .file, document: doc(email: "you@work.example", plan: "team", expiresIn: 42 * 60, rejected: "refresh_token_invalidated"), now: now),
+        ], storesUnreadable: false, defaultProfile: "default")
+    }
+
+    @Test func readmeShowsTheTable() throws {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        let readme = try String(contentsOf: url.appendingPathComponent("README.md"), encoding: .utf8)
+        #expect(readme.contains("```console\n$ chatgpt-credential status --all\n" + Self.readmeExample + "```\n"), "README's status --all example drifted:\n\(Self.readmeExample)")
     }
 
     @Test func nothingFound() {

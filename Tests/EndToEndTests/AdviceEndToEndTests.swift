@@ -103,6 +103,27 @@ import Glibc
         #expect(f.run(["status"]).stdout.hasPrefix("Signed in as "))
     }
 
+    // MARK: "remove it with '… erase' and sign in again: … login"
+
+    @Test func theSuggestedEraseAndLoginReplaceADamagedCredential() throws {
+        let f = try LoginFixture(["interval": 1, "approve_after": 1])
+        let s = f.sandbox
+        mkdir(s.dataDir, 0o700)
+        #expect(FileManager.default.createFile(atPath: s.dataDir + "/\(s.profile).age", contents: Data("age-encryption.org/v1\ngarbage".utf8),
+                                               attributes: [.posixPermissions: 0o600]))
+        let damaged = f.run(["get"])
+        #expect(damaged.status == 5, "exit 5, damaged: \(damaged.stderr)")
+        let erase = try #require(Self.suggested(after: "remove it with '", in: damaged.stderr), "\(damaged.stderr)")
+        let login = try #require(Self.suggested(after: "and sign in again: ", in: damaged.stderr), "\(damaged.stderr)")
+        #expect(erase == ["--profile", s.profile, "erase"] && login == ["--profile", s.profile, "login"])
+        let erased = f.run(erase)
+        #expect(erased.status == 0, "\(erased.stderr)")
+        #expect(f.run(["get"]).status == 3) // gone: not signed in
+        let signedIn = f.run(login)
+        #expect(signedIn.status == 0, "\(signedIn.stderr)")
+        #expect(f.run(["get"]).status == 0)
+    }
+
     // MARK: "run: chmod 600 FILE"
 
     @Test func theSuggestedChmodMakesTheFileReadable() throws {
