@@ -103,6 +103,21 @@ import Glibc
         #expect(f.run(["status"]).stdout.hasPrefix("Signed in as "))
     }
 
+    /// `usage --all` with no profile: "run: chatgpt-credential login" signs in the profile used
+    /// without --profile, and then `usage --all` answers for it.
+    @Test func theSuggestedLoginMakesUsageAllAnswer() throws {
+        let f = try LoginFixture(["interval": 1, "approve_after": 1])
+        f.sandbox.env["CHATGPT_CREDENTIAL_BACKEND"] = f.issuer.url + "/backend-api"
+        let none = f.run(["usage", "--all"])
+        #expect(none.status == 3, "exit 3, nobody signed in: \(none.stderr)")
+        let login = try #require(Self.suggested(after: "; run: ", in: none.stderr), "\(none.stderr)")
+        #expect(login == ["login"])
+        #expect(f.run(login).status == 0)
+        let usage = f.run(["usage", "--all"])
+        #expect(usage.status == 0, "\(usage.stderr)")
+        #expect(usage.stdout.contains(f.sandbox.profile), "\(usage.stdout)")
+    }
+
     // MARK: "remove it with '… erase' and sign in again: … login"
 
     @Test func theSuggestedEraseAndLoginReplaceADamagedCredential() throws {
