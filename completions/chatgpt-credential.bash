@@ -2,18 +2,19 @@
 # Installed as share/bash-completion/completions/chatgpt-credential; also works without the
 # bash-completion package (source it). Kept in step with CommandLineSpec.swift by DocsTests.
 
-# Profile names from `status --all`: the first tab-separated column of each line. Lines without
-# a tab ("No profiles signed in.") and anything not shaped like a profile name are skipped;
-# errors print nothing. stdin is /dev/null, so the Secret Service deadline is the short one.
+# Profile names from `status --all --json`: each "profile":"NAME" member (names are letters,
+# digits, '.', '_' and '-', so no escape can hide one; a member inside a string would have its
+# quotes escaped). Errors print nothing; stdin is /dev/null, so the Secret Service deadline is
+# the short one.
 _chatgpt_credential_profiles()
 {
-    local line name
-    command chatgpt-credential status --all --non-interactive </dev/null 2>/dev/null |
-        while IFS= read -r line; do
-            [[ $line == *$'\t'* ]] || continue
-            name=${line%%$'\t'*}
-            [[ $name =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$ ]] && printf '%s\n' "$name"
-        done
+    local json name
+    json=$(command chatgpt-credential status --all --json --non-interactive </dev/null 2>/dev/null)
+    while [[ $json =~ \"profile\":\"([A-Za-z0-9][A-Za-z0-9._-]{0,63})\" ]]; do
+        name=${BASH_REMATCH[1]}
+        printf '%s\n' "$name"
+        json=${json#*"${BASH_REMATCH[0]}"}
+    done
 }
 
 _chatgpt_credential()

@@ -2,16 +2,15 @@
 # share/fish/vendor_completions.d/chatgpt-credential.fish. Kept in step with
 # CommandLineSpec.swift by DocsTests.
 
-# Profile names from `status --all`: the first tab-separated column of each line; lines without
-# a tab ("No profiles signed in.") and anything not shaped like a profile name are skipped.
-# Errors print nothing; stdin is /dev/null, so the Secret Service deadline is the short one.
+# Profile names from `status --all --json`: each "profile":"NAME" member (names are letters,
+# digits, '.', '_' and '-', so no escape can hide one; a member inside a string would have its
+# quotes escaped). Errors print nothing; stdin is /dev/null, so the Secret Service deadline is
+# the short one.
 function __chatgpt_credential_profiles
     type -q chatgpt-credential; or return 0
-    command chatgpt-credential status --all --non-interactive </dev/null 2>/dev/null | while read -l line
-        set -l fields (string split -m 1 \t -- $line)
-        test (count $fields) -ge 2; or continue
-        string match -qr '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' -- $fields[1]; and echo $fields[1]
-    end
+    command chatgpt-credential status --all --json --non-interactive </dev/null 2>/dev/null \
+        | string match -ar '"profile":"([A-Za-z0-9][A-Za-z0-9._-]{0,63})"' \
+        | string match -rv '^"profile":'
 end
 
 # The verb on the command line so far (skipping global options and their values), or nothing.

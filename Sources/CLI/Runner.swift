@@ -43,7 +43,7 @@ public final class Runner {
         } catch let s as DeferredSignal {
             return s.outcome
         } catch let e as CredentialError {
-            report(e, g)
+            report(advised(e, invocation.command, g), g)
             return SignalDeferral.deferredSignal.map { DeferredSignal($0).outcome } ?? .exit(e.exitCode)
         } catch {
             console.err("chatgpt-credential: \(Sanitize.line("\(error)"))")
@@ -130,9 +130,12 @@ public final class Runner {
 
     /// The one owner of the profile's credential, for this invocation's store choice.
     func owner(_ g: GlobalOptions) -> CredentialOwner {
-        CredentialOwner(profile: g.profile, selector: services.makeSelector(g),
+        let owner = CredentialOwner(profile: g.profile, selector: services.makeSelector(g),
                         lock: ProfileLock(profile: g.profile, path: services.paths.lockFile(for: g.profile), timeout: services.lockTimeout),
                         now: services.now, cache: services.makeCache(g), refresher: { try self.services.makeRefresher(g) })
+        // The back-off names the issuer it is about: a record for another address is ignored.
+        owner.backoff.issuer = (try? IssuerConfig.fromEnvironment(services.environment).baseURL) ?? ""
+        return owner
     }
 
     /// The profile's credential, fresh enough for `options` (refreshed through the owner when
@@ -241,8 +244,13 @@ public final class Runner {
                 entries.append(StatusReport(profile: name, store: kind, problem: e))
             }
         }
+        for i in entries.indices { entries[i].isDefault = entries[i].profile == g.profile.name }
         for p in problems { console.err("chatgpt-credential: " + p.message) }
-        try console.out(json ? StatusReport.jsonList(entries) : StatusReport.textList(entries, storesUnreadable: !problems.isEmpty))
+        if !json {
+            // The table's STATUS says `locked` or `unreadable`; the reason is one stderr line each.
+            for e in entries { if let p = e.problem, p.exitCode == 5 { console.err("chatgpt-credential: \(e.profile): " + p.message) } }
+        }
+        try console.out(json ? StatusReport.jsonList(entries) : StatusReport.textList(entries, storesUnreadable: !problems.isEmpty, defaultProfile: g.profile.name))
         if let first = problems.first ?? entries.compactMap(\.problem).first(where: { $0.exitCode == 5 }) { return .exit(first.exitCode) }
         return .exit(entries.contains { $0.unusable == nil } ? 0 : 3)
     }

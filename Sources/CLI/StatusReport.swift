@@ -14,6 +14,8 @@ struct StatusReport {
     var fromCache = false
     /// The Secret Service collection (D-Bus object path) holding the item, when that store holds it.
     var collection: String?
+    /// `status --all` only: whether this is the profile verbs use without --profile.
+    var isDefault: Bool?
 
     init(profile: String, store: StoreKind, document: TokenDocument, now: Int64) {
         self.profile = profile; self.store = store; self.document = document; self.now = now
@@ -73,6 +75,7 @@ struct StatusReport {
         }
         if let problem { m.append(("error", .string(problem.message))) }
         if fromCache { m.append(("cached", .bool(true))) }
+        if let isDefault { m.append(("default", .bool(isDefault))) }
         return .object(m)
     }
 
@@ -104,15 +107,53 @@ struct StatusReport {
         JSON.serialize(.array(entries.map { $0.json() })) + "\n"
     }
 
-    /// One line per profile. With nothing found, "No profiles signed in." — unless a store could
-    /// not be read, when nothing can be said (the reason is on stderr).
-    static func textList(_ entries: [StatusReport], storesUnreadable: Bool) -> String {
+    /// The short word `status --all` shows in its STATUS column: `ok`, `sign in again` (a new
+    /// sign-in is needed now, or once this access token expires: the refresh token was rejected),
+    /// `not signed in`, `locked` or `unreadable` (the reason is on standard error).
+    var statusWord: String {
+        if let problem = unusable {
+            switch problem {
+            case .refreshRejected: return "sign in again"
+            case .notSignedIn: return "not signed in"
+            case .keyringLocked: return "locked"
+            default: return problem.exitCode == 3 ? "sign in again" : "unreadable"
+            }
+        }
+        return needsLogin ? "sign in again" : "ok"
+    }
+
+    /// The EXPIRES column: how long the access token has left, `expired`, or `-` without one.
+    var expiresWord: String {
+        guard let d = document, d.hasAccessToken else { return "-" }
+        return d.expiresAt > now ? "in " + TimeSpan.span(d.expiresAt - now) : "expired"
+    }
+
+    static let tableHeader = ["PROFILE", "EMAIL", "PLAN", "STORE", "EXPIRES", "STATUS"]
+
+    /// `status --all`: a table with a header, one row per profile and store, `*` before the
+    /// profile verbs use without --profile. Fits `width` columns by shortening the EMAIL column
+    /// (ending it in `…`) down to 12 characters; always a table, on a terminal or not. With
+    /// nothing found, "No profiles signed in." — unless a store could not be read, when nothing
+    /// can be said (the reason is on stderr).
+    static func textList(_ entries: [StatusReport], storesUnreadable: Bool, defaultProfile: String, width: Int = 80) -> String {
         if entries.isEmpty { return storesUnreadable ? "" : "No profiles signed in.\n" }
-        return entries.map { e -> String in
-            let store = e.store?.rawValue ?? "-"
-            guard let d = e.document else { return "\(e.profile)\t\(store)\t\(e.problem?.message ?? "")" }
-            let state = e.unusable == nil ? "expires \(Clock.rfc3339(d.expiresAt))" : "sign-in needed"
-            return "\(e.profile)\t\(store)\t\(Sanitize.line(d.email))\t\(Sanitize.line(d.plan))\t\(Sanitize.line(d.accountId))\t\(state)"
+        let rows: [[String]] = [tableHeader] + entries.map { e in
+            [e.profile, Sanitize.line(e.document.map { $0.email.isEmpty ? "-" : $0.email } ?? "-"),
+             Sanitize.line(e.document.map { $0.plan.isEmpty ? "-" : $0.plan } ?? "-"),
+             e.store?.rawValue ?? "-", e.expiresWord, e.statusWord]
+        }
+        var widths = (0..<tableHeader.count).map { c in rows.map { $0[c].count }.max() ?? 0 }
+        // marker (2) + columns + two spaces between them; STATUS is last and not padded.
+        let total = 2 + widths.reduce(0, +) + 2 * (widths.count - 1)
+        if total > width { widths[1] = max(12, widths[1] - (total - width)) }
+        func cell(_ text: String, _ w: Int) -> String {
+            text.count <= w ? text : String(text.prefix(w - 1)) + "…"
+        }
+        return rows.enumerated().map { i, row -> String in
+            let mark = i > 0 && entries[i - 1].profile == defaultProfile ? "* " : "  "
+            var line = mark
+            for c in 0..<(row.count - 1) { line += cell(row[c], c == 0 ? row[c].count : widths[c]).padded(to: widths[c] + 2) }
+            return line + row[row.count - 1]
         }.joined(separator: "\n") + "\n"
     }
 }

@@ -189,10 +189,17 @@ struct UsageRenderer {
         return .object(members)
     }
 
+    /// `label` is the text view's name without its space (`5h`, `7d`, `30min`), or the role when
+    /// the length is unknown: what a script prints to say what the text view says.
     static func json(_ w: UsageWindow) -> JSONValue {
         .object([("name", .string(w.role.rawValue)),
+                 ("label", .string(label(w).replacingSpaces)),
                  ("window_seconds", w.windowSeconds.map { .number(Double($0)) } ?? .null),
                  ("used_percent", w.usedPercent.map(JSONValue.number) ?? .null),
                  ("resets_at", w.resetsAt.map { .string(Clock.rfc3339($0)) } ?? .null)])
     }
+}
+
+private extension String {
+    var replacingSpaces: String { String(filter { $0 != " " }) }
 }

@@ -118,7 +118,7 @@ extension CredentialOwner {
         if let answer { return (current, answer) }
         guard let record = backoff.current(now: now()) else { return (current, nil) }
         let wait = TimeSpan.describe(record.until - now())
-        return (current, try transientFallback(current.document, need, reason: "\(record.reason); the issuer is not asked again for \(wait)"))
+        return (current, try transientFallback(current.document, need, reason: "\(record.reason), so \(backoff.issuer.isEmpty ? "the issuer" : backoff.issuer) is not asked again for \(wait)"))
     }
 
     /// Waiting behind another process's refresh (shared lock): nil when it left nothing usable.
@@ -179,7 +179,7 @@ extension CredentialOwner {
         case .answered(.failed(let reason)):
             // Local (libcurl missing): not shared as a back-off, and exit 1 rather than 4.
             return try storedIfUsable(current.document, need, otherwise: .failure("could not refresh the token: \(reason)")) {
-                "notice: could not refresh the token (\(Sanitize.line(reason, limit: 120))); printing the stored one, which \($0)"
+                "notice: could not refresh the token: \(IssuerBackoff.words(reason, limit: 160)); printing the stored one, which \($0)"
             }
         case .answered(.unavailable(let reason, let retryAfter)):
             backoff.record(reason: reason, retryAfter: retryAfter, now: now())
@@ -215,7 +215,7 @@ extension CredentialOwner {
                 if (try? store.delete(profile)) == true {
                     record(.removed(from: store))
                 } else {
-                    notices.append("notice: the copy in \(store.location(for: profile)) still holds the spent refresh token; once it answers again, remove it with: \(profile.command("--store \(store.kind.rawValue) erase --no-revoke"))")
+                    notices.append("notice: the copy in \(store.location(for: profile)) still holds the spent refresh token; once it answers again, run: \(CopyRemoval.command(store, profile))")
                 }
                 return notices
             } catch let e as CredentialError {
@@ -286,7 +286,7 @@ extension CredentialOwner {
 
     private func transientFallback(_ d: TokenDocument, _ need: Freshness, reason: String) throws -> FreshCredential {
         try storedIfUsable(d, need, otherwise: .temporary("could not refresh the token: \(reason)")) {
-            "notice: could not refresh the token (\(Sanitize.line(reason, limit: 120))); printing the stored one, which \($0)"
+            "notice: could not refresh the token: \(IssuerBackoff.words(reason, limit: 160)); printing the stored one, which \($0)"
         }
     }
 }

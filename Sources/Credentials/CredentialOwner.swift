@@ -26,7 +26,8 @@ package final class CredentialOwner {
     package let profile: Profile
     let selector: StoreSelector
     let lock: ProfileLock
-    let backoff: IssuerBackoff
+    /// The shared back-off; its `issuer` is set by whoever knows which issuer refreshes.
+    package var backoff: IssuerBackoff
     let now: () -> Int64
     let refresher: () throws -> TokenRefreshing
     /// The access cache, mirrored under the lock after every change; nil: none.
@@ -80,7 +81,8 @@ package final class CredentialOwner {
             } catch CredentialError.storeUnavailable {
                 // not there at all, so it holds no copy
             } catch let e as CredentialError {
-                notice("notice: an older copy in \(other.location(for: profile)) could not be removed (\(e.message)); run: \(profile.command("--store \(other.kind.rawValue) erase --no-revoke"))")
+                // Not `erase`: that removes every copy, the new one too (man page, erase).
+                notice("notice: the older copy in \(other.location(for: profile)) could not be removed because \(StoreSelector.firstClause(e.message)); once it answers, run: \(CopyRemoval.command(other, profile))")
             }
             return store
         }

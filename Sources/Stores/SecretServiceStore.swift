@@ -48,8 +48,10 @@ public final class SecretServiceStore: CredentialStore {
 
     public static func label(for profile: Profile) -> String { "ChatGPT credential (\(profile.name))" }
 
+    /// Says how to unlock; whether `--store file` would help is for the caller to say (only it
+    /// knows whether the file store holds the profile: man page, STORES).
     public static let lockedMessage =
-        "the Secret Service keyring is locked; unlock it (log in to the desktop session, or run: gnome-keyring-daemon --unlock) or use --store file"
+        "the Secret Service keyring is locked; unlock it by logging in to the desktop session, or with: printf '%s' \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock"
 
     // MARK: CredentialStore
 
@@ -222,7 +224,7 @@ public final class SecretServiceStore: CredentialStore {
                 var error: UnsafeMutablePointer<GError>?
                 guard let collection = ccred_secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT, SECRET_COLLECTION_NONE, cancellable, &error) else {
                     if error != nil { throw Self.map(error, doing: "find the default keyring") }
-                    return .unavailable("the Secret Service has no default keyring; create one (e.g. log in to the desktop session) or use --store file")
+                    return .unavailable("the Secret Service has no default keyring; create one by logging in to the desktop session")
                 }
                 defer { ccred_g_object_unref(collection) }
                 if ccred_secret_collection_get_locked(collection) != 0 { return .locked(Self.lockedMessage) }
@@ -293,7 +295,7 @@ public final class SecretServiceStore: CredentialStore {
             var info = stat()
             if stat(runtime + "/bus", &info) == 0 { return nil }
         }
-        return "no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is unset and $XDG_RUNTIME_DIR/bus does not exist), so the Secret Service is unreachable; use --store file"
+        return "no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is unset and $XDG_RUNTIME_DIR/bus does not exist), so the Secret Service is unreachable"
     }
 
     // MARK: Plumbing
@@ -337,7 +339,7 @@ public final class SecretServiceStore: CredentialStore {
     static func loadLibsecret() throws {
         guard ccred_libsecret_load() == 0 else {
             let why = ccred_libsecret_error().map { String(cString: $0) } ?? "unknown reason"
-            throw CredentialError.storeUnavailable("libsecret is not installed (\(why)); install libsecret-1-0 or use --store file")
+            throw CredentialError.storeUnavailable("libsecret is not installed (\(why)); install libsecret-1-0")
         }
     }
 
@@ -355,7 +357,7 @@ public final class SecretServiceStore: CredentialStore {
     private static let cancelledMarker = "\u{1}cancelled"
 
     private static func timeoutError(_ seconds: Double) -> CredentialError {
-        .storeNotAnswering("the Secret Service did not answer within \(Deadline.describe(seconds)); check that the keyring daemon (gnome-keyring, KeePassXC) is running and responsive, or use --store file")
+        .storeNotAnswering("the Secret Service did not answer within \(Deadline.describe(seconds)); check that the keyring daemon (gnome-keyring, KeePassXC) is running and responsive")
     }
 
     private static func openService(_ cancellable: UnsafeMutablePointer<GCancellable>) throws -> UnsafeMutablePointer<SecretService> {
@@ -389,7 +391,7 @@ public final class SecretServiceStore: CredentialStore {
         let silentDBus: [GDBusError] = [G_DBUS_ERROR_NO_REPLY, G_DBUS_ERROR_TIMEOUT, G_DBUS_ERROR_TIMED_OUT]
         if (domain == ccred_dbus_error_quark() && silentDBus.contains(where: { Int32($0.rawValue) == code })) ||
             (domain == ccred_io_error_quark() && code == Int32(G_IO_ERROR_TIMED_OUT.rawValue)) {
-            return .storeNotAnswering("the Secret Service did not answer (\(text)); check that the keyring daemon (gnome-keyring, KeePassXC) is running and responsive, or use --store file")
+            return .storeNotAnswering("the Secret Service did not answer (\(text)); check that the keyring daemon (gnome-keyring, KeePassXC) is running and responsive")
         }
         let unavailableDBus: [GDBusError] = [G_DBUS_ERROR_SERVICE_UNKNOWN, G_DBUS_ERROR_NAME_HAS_NO_OWNER, G_DBUS_ERROR_DISCONNECTED,
                                              G_DBUS_ERROR_NO_SERVER, G_DBUS_ERROR_SPAWN_EXEC_FAILED, G_DBUS_ERROR_SPAWN_FAILED,
@@ -399,7 +401,7 @@ public final class SecretServiceStore: CredentialStore {
                                              G_IO_ERROR_DBUS_ERROR]
         if (domain == ccred_dbus_error_quark() && unavailableDBus.contains(where: { Int32($0.rawValue) == code })) ||
             (domain == ccred_io_error_quark() && unavailableIO.contains(where: { Int32($0.rawValue) == code })) {
-            return .storeUnavailable("the Secret Service is not reachable (\(text)); start a keyring daemon (gnome-keyring, KeePassXC) or use --store file")
+            return .storeUnavailable("the Secret Service is not reachable (\(text)); start a keyring daemon (gnome-keyring, KeePassXC)")
         }
         return .storeFailure("the Secret Service could not \(what): \(text)")
     }

@@ -94,13 +94,25 @@ public final class StoreSelector {
             switch probe() {
             case .available: return secretService
             case .volatile(let collection):
-                notice("notice: the Secret Service's default collection (\(collection)) keeps secrets only in memory and loses them when the keyring daemon restarts; storing the credential in the encrypted file \(file.location(for: profile)) instead")
+                notice("notice: storing the credential in the encrypted file \(file.location(for: profile)) because the Secret Service's default collection \(collection) keeps secrets only in memory")
                 return file
             case .locked(let why), .unavailable(let why):
-                notice("notice: the Secret Service is not usable (\(why)); storing the credential in the encrypted file \(file.location(for: profile)) instead")
+                notice("notice: storing the credential in the encrypted file \(file.location(for: profile)) because \(Self.firstClause(why))")
                 return file
             }
         }
+    }
+
+    /// A reason cut to its first clause, before any "; advice" or " (detail)": notices are one
+    /// short sentence without nested parentheses (man page, STORES).
+    public static func firstClause(_ why: String) -> String {
+        let chars = Array(why)
+        var end = chars.count
+        for i in chars.indices.dropLast() where (chars[i] == ";" && chars[i + 1] == " ") || (chars[i] == " " && chars[i + 1] == "(") {
+            end = i
+            break
+        }
+        return String(chars[..<end])
     }
 
     /// The notice for a credential just written to a Secret Service collection that lives only in

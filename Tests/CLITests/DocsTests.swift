@@ -206,6 +206,34 @@ import Testing
         #expect(readme.contains("chatgpt-credential usage --json"))
     }
 
+    /// The README's `usage --json | jq` recipe, run with jq on the JSON of the example answer,
+    /// prints each window's label and percentage as the text view does (`5 h … 42 % used` →
+    /// `5h  42 % used  resets TIME`).
+    @Test func readmeJqRecipePrintsWhatTheTextViewPrints() throws {
+        guard let jq = Self.which("jq") else { return } // the Makefile's APT_PACKAGES installs jq
+        let readme = try Self.read(Self.readme)
+        let prefix = "chatgpt-credential usage --json | jq -r '"
+        let start = try #require(readme.range(of: prefix), "the README has no usage --json | jq -r recipe")
+        let filter = String(readme[start.upperBound...].prefix { $0 != "\n" }.dropLast()) // up to the closing quote
+        let dir = NSTemporaryDirectory() + "ccred-jq-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try UsageRenderer.json(Self.usageExample, plan: "plus").write(toFile: dir + "/usage.json", atomically: true, encoding: .utf8)
+        let r = Self.run(jq, ["-r", filter, dir + "/usage.json"])
+        #expect(r.status == 0, "jq exit \(r.status): \(r.stderr)")
+        // What the text view says per window: its label and percentage.
+        let windows = Self.usageExample.rateLimit?.windows ?? []
+        let expected = windows.map { w in
+            "\(UsageRenderer.label(w).replacingOccurrences(of: " ", with: ""))  \(UsageRenderer.percent(w.usedPercent ?? 0)) used  resets \(Clock.rfc3339(w.resetsAt ?? 0))"
+        }
+        #expect(r.stdout.split(separator: "\n").map(String.init) == expected, "jq printed:\n\(r.stdout)")
+        let plain = Self.usageExampleText(.plain)
+        for w in windows {
+            #expect(plain.contains("\n" + UsageRenderer.label(w)) && plain.contains(UsageRenderer.percent(w.usedPercent ?? 0) + " used"))
+        }
+        #expect(windows.count == 2 && expected.first?.hasPrefix("5h  ") == true)
+    }
+
     @Test func manPageShowsWhatUsagePrints() throws {
         let man = try Self.read(Self.manPage)
         let plain = Self.usageExampleText(.plain)
@@ -272,10 +300,7 @@ import Testing
     }
 
     @Test func bashCompletesProfilesFromStatusAll() throws {
-        let status = "default\tfile\ta@example.com\tplus\tacct-1\texpires 2026-01-01T00:00:00Z\n"
-            + "work\tsecret-service\tlocked\n"
-            + "No profiles signed in.\n"
-            + "bad name\tfile\n"
+        let status = Self.statusAllJSON
         let r = try Self.bashComplete(["chatgpt-credential", "--profile", ""], stubOutput: status, stubStderr: "boom")
         #expect(r.reply == ["default", "work"])
         #expect(r.stderr.isEmpty, "completion printed: \(r.stderr)")
@@ -324,7 +349,7 @@ import Testing
         #expect(try Self.fishComplete("chatgpt-credential g")?.reply == ["get"])
         #expect(Set(try Self.fishComplete("chatgpt-credential --store ")?.reply ?? []) == ["auto", "secret-service", "file"])
         #expect(Set(try Self.fishComplete("chatgpt-credential --protocol ")?.reply ?? []) == ["plain", "git", "docker"])
-        let status = "default\tfile\ta@example.com\tplus\tacct-1\texpires x\nNo profiles signed in.\nwork\tsecret-service\tlocked\n"
+        let status = Self.statusAllJSON
         let profiles = try Self.fishComplete("chatgpt-credential --profile ", stubOutput: status)
         #expect(Set(profiles?.reply ?? []) == ["default", "work"])
         #expect(profiles?.stderr.isEmpty == true, "completion printed: \(profiles?.stderr ?? "")")
@@ -342,15 +367,23 @@ import Testing
 
     // MARK: helpers
 
-    /// A directory holding a fake `chatgpt-credential` that prints fixed text (what `status --all`
-    /// would) and fails loudly on stderr, to prove the completions stay quiet.
+    /// What `status --all --json` prints for two profiles (one unreadable), with a hostile email
+    /// and error text that hold `"profile":"…"` escaped, and a name that is not a profile name:
+    /// only `default` and `work` may be offered.
+    static let statusAllJSON = #"[{"profile":"default","store":"file","signed_in":true,"needs_login":false,"email":"x\"profile\":\"evil\"@example.com","plan":"plus","default":true},"#
+        + #"{"profile":"work","store":"secret-service","signed_in":false,"needs_login":false,"error":"locked \"profile\":\"evil2\"","default":false},"#
+        + #"{"profile":"bad name","store":"file"}]"# + "\n"
+
+    /// A directory holding a fake `chatgpt-credential` that prints fixed text (what `status --all
+    /// --json --non-interactive` would; nothing for other arguments) and fails loudly on stderr,
+    /// to prove the completions stay quiet.
     struct StubBinary {
         let directory: String
         init(stdout: String, stderr: String) throws {
             directory = NSTemporaryDirectory() + "ccred-stub-" + UUID().uuidString
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             try stdout.write(toFile: directory + "/out", atomically: true, encoding: .utf8)
-            let script = "#!/bin/sh\ncat '\(directory)/out'\nprintf '%s\\n' \(GetFormatter.shellQuote(stderr)) >&2\nexit 0\n"
+            let script = "#!/bin/sh\n[ \"$*\" = 'status --all --json --non-interactive' ] && cat '\(directory)/out'\nprintf '%s\\n' \(GetFormatter.shellQuote(stderr)) >&2\nexit 0\n"
             let path = directory + "/chatgpt-credential"
             try script.write(toFile: path, atomically: true, encoding: .utf8)
             chmod(path, 0o755)

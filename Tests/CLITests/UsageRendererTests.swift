@@ -152,15 +152,15 @@ import Glibc
     @Test func json() {
         #expect(UsageRenderer.json(Self.report, plan: "plus") == """
         {"plan":"plus","allowed":true,"limit_reached":false,"windows":[\
-        {"name":"primary","window_seconds":18000,"used_percent":42,"resets_at":"2027-01-15T10:03:00Z"},\
-        {"name":"secondary","window_seconds":604800,"used_percent":12.5,"resets_at":"2027-01-19T14:00:00Z"}],\
+        {"name":"primary","label":"5h","window_seconds":18000,"used_percent":42,"resets_at":"2027-01-15T10:03:00Z"},\
+        {"name":"secondary","label":"7d","window_seconds":604800,"used_percent":12.5,"resets_at":"2027-01-19T14:00:00Z"}],\
         "credits":{"has_credits":true,"unlimited":false,"balance":"12.50"},\
         "additional_limits":[{"name":"GPT-5-Codex-Mini","metered_feature":"codex_mini","allowed":false,"limit_reached":true,\
-        "windows":[{"name":"primary","window_seconds":18000,"used_percent":100,"resets_at":"2027-01-15T09:00:00Z"}]}]}
+        "windows":[{"name":"primary","label":"5h","window_seconds":18000,"used_percent":100,"resets_at":"2027-01-15T09:00:00Z"}]}]}
 
         """)
         #expect(UsageRenderer.json(UsageReport(rateLimit: UsageLimit(windows: [UsageWindow(role: .secondary)])), plan: nil) == """
-        {"plan":null,"allowed":null,"limit_reached":null,"windows":[{"name":"secondary","window_seconds":null,"used_percent":null,"resets_at":null}],"credits":null,"additional_limits":[]}
+        {"plan":null,"allowed":null,"limit_reached":null,"windows":[{"name":"secondary","label":"secondary","window_seconds":null,"used_percent":null,"resets_at":null}],"credits":null,"additional_limits":[]}
 
         """)
     }

@@ -163,10 +163,10 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         let r = ScriptedRefresher([.unavailable(reason: "HTTP 500")])
         let fresh = try w.owner(r).fresh(Freshness())
         #expect(fresh.document == doc)
-        #expect(fresh.notices.first?.hasPrefix("notice: could not refresh the token (HTTP 500)") == true)
+        #expect(fresh.notices.first?.hasPrefix("notice: could not refresh the token: HTTP 500; printing the stored one") == true)
         #expect(try w.file.readBytes(w.profile) == before)
         // The outcome is recorded beside the lock: the next caller does not ask the issuer.
-        #expect(throws: CredentialError.temporary("could not refresh the token: HTTP 500; the issuer is not asked again for 15 s")) {
+        #expect(throws: CredentialError.temporary("could not refresh the token: HTTP 500, so the issuer is not asked again for 15 s")) {
             try w.owner(r).fresh(Freshness(minTTL: 600, requiredTTL: 600))
         }
         #expect(r.seen.count == 1)
@@ -178,7 +178,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         let r = ScriptedRefresher([.failed(reason: "cannot load libcurl.so.4 (install libcurl4)")])
         let fresh = try w.owner(r).fresh(Freshness())
         #expect(fresh.document == doc)
-        #expect(fresh.notices == ["notice: could not refresh the token (cannot load libcurl.so.4 (install libcurl4)); printing the stored one, which expires in 2 min 0 s"])
+        #expect(fresh.notices == ["notice: could not refresh the token: cannot load libcurl.so.4 (install libcurl4); printing the stored one, which expires in 2 min 0 s"])
         #expect(IssuerBackoff(lockPath: w.lockDirectory + "/default.lock").current(now: w.now) == nil)
         r.answers = [.failed(reason: "cannot load libcurl.so.4 (install libcurl4)")]
         #expect(throws: CredentialError.failure("could not refresh the token: cannot load libcurl.so.4 (install libcurl4)")) {
@@ -284,7 +284,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         #expect(fresh.notices == [
             "notice: could not save the refreshed tokens to memory:secret-service:default (the test keyring did not answer); saved them to memory:file:default instead",
             // The keyring still holds the spent token and could not be asked to remove it.
-            "notice: the copy in memory:secret-service:default still holds the spent refresh token; once it answers again, remove it with: chatgpt-credential --store secret-service erase --no-revoke",
+            "notice: the copy in memory:secret-service:default still holds the spent refresh token; once it answers again, run: secret-tool clear service chatgpt-credential profile default",
         ])
         #expect(try w.stored(w.file)?.refreshToken == "rt-1")
     }

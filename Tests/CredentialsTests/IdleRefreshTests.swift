@@ -77,7 +77,7 @@ import TestSupport
         let r = ScriptedRefresher([.unavailable(reason: "HTTP 503", retryAfter: nil)])
         let fresh = try w.owner(r).fresh(Freshness())
         #expect(r.seen.count == 1 && !fresh.refreshed && fresh.document == doc)
-        #expect(fresh.notices.count == 1 && fresh.notices[0].hasPrefix("notice: could not refresh the token (HTTP 503)"))
+        #expect(fresh.notices.count == 1 && fresh.notices[0].hasPrefix("notice: could not refresh the token: HTTP 503; printing the stored one"))
     }
 
     @Test func nextRefreshIsTheEarlierOfExpiryAndTheIdleDay() {

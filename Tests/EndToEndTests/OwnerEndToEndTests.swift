@@ -314,7 +314,8 @@ import Glibc
         #expect(o["refresh_rejected"] as? String == "refresh_token_reused")
         let all = w.run(["status", "--all"])
         #expect(all.status == 3)
-        #expect(all.stdout.contains("\(w.profile)\tfile\t") && all.stdout.contains("sign-in needed"), "\(all.stdout)")
+        let row = all.stdout.split(separator: "\n").first { $0.dropFirst(2).hasPrefix(w.profile + " ") }
+        #expect(row?.contains(" file ") == true && row?.hasSuffix("  sign in again") == true, "\(all.stdout)")
         // A new store makes it usable again: exit 0.
         let fresh = try w.issuer.seed()
         #expect(w.run(["store"], stdin: fresh.storeJSON).status == 0)
@@ -331,6 +332,12 @@ import Glibc
         let o = try #require(try JSONSerialization.jsonObject(with: Data(r.stdoutBytes)) as? [String: Any])
         #expect(o["signed_in"] as? Bool == true && o["needs_login"] as? Bool == true)
         #expect(w.run(["status"]).stdout.contains("sign-in needed before this token expires"))
+        // status --all flags it too (exit 0: get still works), on the profile's row of the table.
+        let all = w.run(["status", "--all"])
+        #expect(all.status == 0, "\(all.stderr)")
+        #expect(all.stdout.hasPrefix("  PROFILE "), "\(all.stdout)")
+        let row = all.stdout.split(separator: "\n").first { $0.dropFirst(2).hasPrefix(w.profile + " ") }
+        #expect(row?.hasSuffix("  sign in again") == true, "\(all.stdout)")
     }
 
     @Test func statusOnALockedKeyringIsExit5NotNobody() throws {

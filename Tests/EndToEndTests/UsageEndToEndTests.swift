@@ -114,7 +114,8 @@ import Glibc
         #expect(o["limit_reached"] as? Bool == false)
         let windows = try #require(o["windows"] as? [[String: Any]])
         #expect(windows.count == 2)
-        for window in windows { #expect(Set(window.keys) == ["name", "window_seconds", "used_percent", "resets_at"]) }
+        for window in windows { #expect(Set(window.keys) == ["name", "label", "window_seconds", "used_percent", "resets_at"]) }
+        #expect(windows.map { $0["label"] as? String } == ["5h", "7d"])
         #expect(windows.map { $0["name"] as? String } == ["primary", "secondary"])
         #expect(windows.map { $0["window_seconds"] as? Int } == [18000, 604800])
         #expect(windows.map { $0["used_percent"] as? Double } == [42, 12.5])

@@ -1,0 +1,31 @@
+import CredentialCore
+import Stores
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension Runner {
+    /// A Secret Service that cannot be used says how to fix it; `--store file` is added only
+    /// where following it works (man page, STORES): with an explicit `--store secret-service`
+    /// when the file store holds this profile, or for a verb that writes a new credential.
+    /// Under `auto` the file store is already read first and written when the keyring is not
+    /// usable, so there the advice would lead nowhere.
+    func advised(_ e: CredentialError, _ command: Command, _ g: GlobalOptions) -> CredentialError {
+        guard g.store == .secretService, g.wire == .plain else { return e }
+        let hint: String
+        switch command {
+        case .login, .store(fromCodex: nil): hint = "; or add --store file to keep the credential in the encrypted file"
+        case .get, .status(_, all: false), .usage(_, all: false), .exec, .refresh(all: false, _):
+            let file = services.makeSelector(g).store(of: .file) as? AgeFileStore
+            guard let path = file?.path(for: g.profile), access(path, F_OK) == 0 else { return e }
+            hint = "; or use --store file, which holds this profile"
+        default: return e
+        }
+        switch e {
+        case .keyringLocked(let m): return .keyringLocked(m + hint)
+        case .storeUnavailable(let m) where m.contains("Secret Service") || m.contains("libsecret"): return .storeUnavailable(m + hint)
+        case .storeNotAnswering(let m): return .storeNotAnswering(m + hint)
+        default: return e
+        }
+    }
+}

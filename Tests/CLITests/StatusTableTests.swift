@@ -1,0 +1,81 @@
+import Foundation
+import Testing
+@testable import CLI
+@testable import CredentialCore
+import Stores
+import TestSupport
+
+/// `status --all`'s table (man page, `status --all`): a header, aligned columns within 80, `*`
+/// before the default profile, and a rejected refresh token flagged even while its access token
+/// still works.
+struct StatusTableTests {
+    static let now: Int64 = 1_800_000_000
+
+    static func doc(email: String, plan: String = "plus", expiresIn: Int64 = 3600, rejected: String? = nil) -> TokenDocument {
+        TokenDocument(accessToken: "at", refreshToken: "rt", accountId: "acct", expiresAt: now + expiresIn,
+                      lastRefresh: now - 60, email: email, plan: plan, refreshRejected: rejected)
+    }
+
+    @Test func tableHasAHeaderMarksTheDefaultAndFlagsARejectedRefresh() throws {
+        let entries = [
+            StatusReport(profile: "default", store: .file, document: Self.doc(email: "a@example.com"), now: Self.now),
+            StatusReport(profile: "work", store: .secretService, document: Self.doc(email: "b@example.com", rejected: "invalid_grant"), now: Self.now),
+            StatusReport(profile: "gone", store: .secretService, document: Self.doc(email: "c@example.com", expiresIn: -10, rejected: "invalid_grant"), now: Self.now),
+            StatusReport(profile: "shut", store: .secretService, problem: .keyringLocked("the keyring is locked")),
+        ]
+        let text = StatusReport.textList(entries, storesUnreadable: false, defaultProfile: "work")
+        let lines = text.split(separator: "\n").map(String.init)
+        #expect(lines.count == 5)
+        #expect(lines[0].hasPrefix("  PROFILE  EMAIL"))
+        #expect(lines[0].hasSuffix("STATUS"))
+        // Every column starts where its header does.
+        for header in ["EMAIL", "PLAN", "STORE", "EXPIRES", "STATUS"] {
+            let column = lines[0].range(of: header)!.lowerBound.utf16Offset(in: lines[0])
+            for line in lines.dropFirst() {
+                let at = line.index(line.startIndex, offsetBy: column)
+                #expect(line[line.index(before: at)] == " " && line[at] != " ", "\(header) misaligned in: \(line)")
+            }
+        }
+        #expect(lines[1].hasPrefix("  default ") && lines[1].hasSuffix("  ok"))
+        #expect(lines[2].hasPrefix("* work ") && lines[2].hasSuffix("  sign in again"), "rejected but still usable: \(lines[2])")
+        #expect(lines[2].contains("in 1 h 0 min"))
+        #expect(lines[3].hasPrefix("  gone ") && lines[3].contains("expired") && lines[3].hasSuffix("  sign in again"))
+        #expect(lines[4].hasPrefix("  shut ") && lines[4].hasSuffix("  locked"))
+        #expect(lines.allSatisfy { $0.count <= 80 && !$0.contains("\t") })
+    }
+
+    @Test func aLongEmailIsShortenedToFit80Columns() {
+        let long = String(repeating: "x", count: 70) + "@example.com"
+        let entries = [StatusReport(profile: "default", store: .secretService, document: Self.doc(email: long), now: Self.now)]
+        let lines = StatusReport.textList(entries, storesUnreadable: false, defaultProfile: "default").split(separator: "\n")
+        #expect(lines.allSatisfy { $0.count <= 80 }, "\(lines)")
+        #expect(lines[1].contains("xxx…") && lines[1].hasPrefix("* default"))
+    }
+
+    /// The README's example is what the renderer prints.
+    static var readmeExample: String {
+        StatusReport.textList([
+            StatusReport(profile: "default", store: .secretService, document: doc(email: "you@example.com", expiresIn: 9 * 86400), now: now),
+            StatusReport(profile: "work", store: .file, document: doc(email: "you@work.example", plan: "team", expiresIn: 42 * 60, rejected: "refresh_token_invalidated"), now: now),
+        ], storesUnreadable: false, defaultProfile: "default")
+    }
+
+    @Test func readmeShowsTheTable() throws {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        let readme = try String(contentsOf: url.appendingPathComponent("README.md"), encoding: .utf8)
+        #expect(readme.contains("```console\n$ chatgpt-credential status --all\n" + Self.readmeExample + "```\n"), "README's status --all example drifted:\n\(Self.readmeExample)")
+    }
+
+    @Test func nothingFound() {
+        #expect(StatusReport.textList([], storesUnreadable: false, defaultProfile: "default") == "No profiles signed in.\n")
+        #expect(StatusReport.textList([], storesUnreadable: true, defaultProfile: "default") == "")
+    }
+
+    @Test func jsonMarksTheDefault() {
+        var e = StatusReport(profile: "work", store: .file, document: Self.doc(email: "b@example.com", rejected: "invalid_grant"), now: Self.now)
+        e.isDefault = true
+        let text = StatusReport.jsonList([e])
+        #expect(text.contains(#""default":true"#) && text.contains(#""needs_login":true"#) && text.contains(#""signed_in":true"#))
+    }
+}
