@@ -80,9 +80,9 @@ extension CredentialOwner {
             break
         }
         if let code = initial.refreshRejected { return try rejectedFallback(located, need, code: code) }
-        return try lock.exclusiveUnlessAnswered(
+        return try refreshTransaction(
             waiter: { try answeredByOthers(initial, need) },
-            owner: { try refreshHoldingLock(initial, need) })
+            owner: { try refreshHoldingLock(initial, need, &$0) })
     }
 
     /// usage after the backend refused `token` (401): one refresh through the owner, unless the
@@ -127,16 +127,17 @@ extension CredentialOwner {
     }
 
     /// Holding the exclusive lock: re-read, check the shared back-off, reserve, refresh, persist.
-    private func refreshHoldingLock(_ initial: TokenDocument, _ need: Freshness) throws -> FreshCredential {
+    private func refreshHoldingLock(_ initial: TokenDocument, _ need: Freshness,
+                                    _ tx: inout CredentialTransaction) throws -> FreshCredential {
         let (current, answer) = try settledByOthers(initial, need)
         if let answer { return answer }
         let store = current.store
-        let version = try store.version(profile)
+        try tx.observe(store)
 
         // Reserve before spend: no refresh token is spent unless the rotated document can be saved.
         let prepared: PreparedWrite
         do {
-            prepared = try store.prepareWrite(profile, size: current.document.serializedCount)
+            prepared = try tx.prepareWrite(to: store, size: current.document.serializedCount)
         } catch let e as CredentialError {
             return try storedIfUsable(current.document, need, otherwise: e) {
                 "notice: not refreshing, the refreshed tokens could not be saved (\(e.message)); printing the stored token, which \($0)"
@@ -155,7 +156,7 @@ extension CredentialOwner {
             let next = current.document.rotated(accessToken: t.accessToken, refreshToken: t.refreshToken, idToken: t.idToken,
                                                 expiresIn: t.expiresIn, now: received)
             backoff.clear()
-            return .saved(next, try persistRotated(next, in: store, prepared: prepared, ifStill: version, spent: spent), received)
+            return .saved(next, try persistRotated(next, in: store, prepared: prepared, spent: spent, &tx), received)
         }
 
         switch outcome {
@@ -172,7 +173,7 @@ extension CredentialOwner {
             marked.refreshRejected = code
             // Marked, so later gets stop asking the issuer; unless the document changed meanwhile,
             // in which case what is stored now is the answer.
-            if (try? write(marked, to: store, ifStill: version)) == false, let answer = try reread(current.document, need).answer {
+            if (try? tx.write(marked, to: store)) == false, let answer = try reread(current.document, need).answer {
                 return answer
             }
             return try rejectedFallback(LocatedCredential(store: store, document: marked), need, code: code)
@@ -190,14 +191,14 @@ extension CredentialOwner {
     /// Saves the rotated document: through the reservation; under `auto`, to the other store when
     /// that fails. The new access token is printed either way; the notices say what was lost.
     private func persistRotated(_ next: TokenDocument, in store: CredentialStore, prepared: PreparedWrite,
-                                ifStill version: [UInt8]?, spent: SecretToken) throws -> [String] {
+                                spent: SecretToken, _ tx: inout CredentialTransaction) throws -> [String] {
         let failure: CredentialError
         do {
-            if try write(next, to: store, ifStill: version, through: prepared) { return [] }
+            if try tx.write(next, to: store, through: prepared) { return [] }
             // What changed may only be the spent token's own document (a program that ignores the
             // lock marked it rejected, or dropped its access token): the rotation replaces it, as
             // it holds the only live refresh token.
-            if try replaceSpent(with: next, in: store, spent: spent, through: prepared) { return [] }
+            if try replaceSpent(with: next, in: store, spent: spent, through: prepared, &tx) { return [] }
             // Changed behind the lock's back (another program replaced or deleted it): not overwritten.
             return ["notice: the stored credential was changed by another program during the refresh; the refreshed tokens were not saved over it"]
         } catch let e as CredentialError {
@@ -208,13 +209,16 @@ extension CredentialOwner {
         }
         if let other = selector.fallback(for: store) {
             do {
-                try other.save(next, for: profile)
-                record(.stored(next, in: other))
+                // The other store's copy is read now, not before the spend: that costs nothing on a
+                // refresh that saves where it read, and still keeps a lock-ignoring writer's copy.
+                try tx.observe(other)
+                guard try tx.write(next, to: other) else {
+                    return lost("\(store.location(for: profile)) (\(failure.message)) nor to \(other.location(for: profile)) (changed by another program meanwhile)")
+                }
                 var notices = ["notice: could not save the refreshed tokens to \(store.location(for: profile)) (\(failure.message)); saved them to \(other.location(for: profile)) instead"]
-                // The failed store still holds the spent token: remove it so it is never served.
-                if (try? store.delete(profile)) == true {
-                    record(.removed(from: store))
-                } else {
+                // The failed store still holds the spent token: remove it so it is never served
+                // (unless it changed since it was read: then it holds something else).
+                if (try? tx.delete(from: store)) != true {
                     notices.append("notice: the copy in \(store.location(for: profile)) still holds the spent refresh token; once it answers again, remove it with: \(profile.command("--store \(store.kind.rawValue) erase --no-revoke"))")
                 }
                 return notices
@@ -237,11 +241,11 @@ extension CredentialOwner {
     /// spent (rejected or not); a document with another refresh token (a new sign-in, another
     /// rotation) or none (erased) is left alone. True when written.
     private func replaceSpent(with next: TokenDocument, in store: CredentialStore, spent: SecretToken,
-                              through prepared: PreparedWrite) throws -> Bool {
+                              through prepared: PreparedWrite, _ tx: inout CredentialTransaction) throws -> Bool {
         for _ in 0..<3 { // a writer that keeps changing it gets the last word, reported
-            let seen = try store.version(profile)
+            let seen = try tx.observe(store)
             guard seen != nil, let stored = try? store.load(profile), stored.refreshToken == spent else { return false } // constant time
-            if try write(next, to: store, ifStill: seen, through: prepared) { return true }
+            if try tx.write(next, to: store, through: prepared) { return true }
         }
         return false
     }

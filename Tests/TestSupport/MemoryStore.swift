@@ -15,6 +15,12 @@ public final class MemoryStore: CredentialStore {
     public var full = false
     /// Runs before every read: a scripted writer that acts between two reads of the owner.
     public var beforeRead: () -> Void = {}
+    /// Runs before every write: a scripted writer that acts between the owner's check and its write.
+    public var beforeWrite: () -> Void = {}
+    /// Runs before every `version`: may throw, as a store that stops answering between two calls.
+    public var beforeVersion: () throws -> Void = {}
+    /// Writes fail (a reservation still succeeds), as a disk that fills up after the reservation.
+    public var failWrites = false
     public init(kind: StoreKind = .file) { self.kind = kind }
     public func location(for profile: Profile) -> String { "memory:\(kind.rawValue):\(profile.name)" }
 
@@ -30,7 +36,9 @@ public final class MemoryStore: CredentialStore {
         return SecretBytes(copying: bytes)
     }
     public func write(_ profile: Profile, secret: borrowing SecretBytes) throws {
+        beforeWrite()
         try check()
+        if failWrites { throw CredentialError.storeFailure("the test store failed to write") }
         if full { throw CredentialError.storeFailure("the test store is full") }
         items[profile.name] = secret.withUnsafeBytes { Array($0) }
         writes += 1
@@ -49,6 +57,7 @@ public final class MemoryStore: CredentialStore {
         return Prepared(store: self, profile: profile)
     }
     public func version(_ profile: Profile) throws -> [UInt8]? {
+        try beforeVersion()
         try check()
         return items[profile.name].map { _ in Array("\(profile.name):\(writes)".utf8) }
     }
