@@ -135,7 +135,7 @@ extension CredentialOwner {
         try tx.observe(store)
 
         // Reserve before spend: no refresh token is spent unless the rotated document can be saved.
-        let prepared: PreparedWrite
+        let prepared: Reservation
         do {
             prepared = try tx.prepareWrite(to: store, size: current.document.serializedCount)
         } catch let e as CredentialError {
@@ -190,7 +190,7 @@ extension CredentialOwner {
 
     /// Saves the rotated document: through the reservation; under `auto`, to the other store when
     /// that fails. The new access token is printed either way; the notices say what was lost.
-    private func persistRotated(_ next: TokenDocument, in store: CredentialStore, prepared: PreparedWrite,
+    private func persistRotated(_ next: TokenDocument, in store: CredentialStore, prepared: Reservation,
                                 spent: SecretToken, _ tx: inout CredentialTransaction) throws -> [String] {
         let failure: CredentialError
         do {
@@ -241,7 +241,7 @@ extension CredentialOwner {
     /// spent (rejected or not); a document with another refresh token (a new sign-in, another
     /// rotation) or none (erased) is left alone. True when written.
     private func replaceSpent(with next: TokenDocument, in store: CredentialStore, spent: SecretToken,
-                              through prepared: PreparedWrite, _ tx: inout CredentialTransaction) throws -> Bool {
+                              through prepared: Reservation, _ tx: inout CredentialTransaction) throws -> Bool {
         for _ in 0..<3 { // a writer that keeps changing it gets the last word, reported
             let seen = try tx.observe(store)
             guard seen != nil, let stored = try? store.load(profile), stored.refreshToken == spent else { return false } // constant time

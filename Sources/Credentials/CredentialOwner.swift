@@ -1,5 +1,8 @@
 import CredentialCore
-import Stores
+// The stores' read half (selector, kinds, locations, profile listing) is part of this module's
+// interface: the CLI reaches it through here and has no dependency on `Stores` of its own, so it
+// can never import the write half (`@_spi(CredentialOwner)`; ARCHITECTURE.md).
+@_exported import Stores
 import OAuth
 
 /// The issuer's refresh call (`IssuerClient` in production; scripted in tests).

@@ -1,5 +1,6 @@
 import CredentialCore
-import Stores
+// The one file of the package, tests aside, that sees the stores' write half (ARCHITECTURE.md).
+@_spi(CredentialOwner) import Stores
 
 /// The one way to change a stored credential (ARCHITECTURE.md, "The one owner"). Only this file
 /// can make one, and only while holding the profile's lock exclusively (`transaction`,
@@ -46,17 +47,27 @@ package struct CredentialTransaction: ~Copyable {
 
     /// Makes sure `store` can take a document of about `size` bytes before anything irreversible
     /// happens (man page, REFRESH: reserve before spend).
-    func prepareWrite(to store: CredentialStore, size: Int) throws -> PreparedWrite {
-        try store.prepareWrite(profile, size: size)
+    func prepareWrite(to store: CredentialStore, size: Int) throws -> Reservation {
+        Reservation(prepared: try Self.writable(store).prepareWrite(profile, size: size))
+    }
+
+    /// The write half of `store`. Every store of this package has one; a store without it can
+    /// only be read, and a change to it is refused.
+    private static func writable(_ store: CredentialStore) throws -> CredentialStoreWriting {
+        guard let writable = store as? CredentialStoreWriting else {
+            throw CredentialError.storeFailure("\(store.kind.rawValue): this store cannot be written")
+        }
+        return writable
     }
 
     /// Writes `document` to `store` (through `prepared` when given) unless its copy changed
     /// since it was read. True when written; the copy must then be read again before another change.
-    mutating func write(_ document: TokenDocument, to store: CredentialStore, through prepared: PreparedWrite? = nil) throws -> Bool {
+    mutating func write(_ document: TokenDocument, to store: CredentialStore, through reservation: Reservation? = nil) throws -> Bool {
+        let writable = try Self.writable(store)
         guard try unchanged(store) else { return false }
         // A write that fails leaves the version read as the check for the next change (the
         // fallback's removal of the spent copy): if the failure changed anything, that is refused.
-        if let prepared { try store.save(document, through: prepared) } else { try store.save(document, for: profile) }
+        if let reservation { try writable.save(document, through: reservation.prepared) } else { try writable.save(document, for: profile) }
         seen[ObjectIdentifier(store)] = nil // read again before another change here
         mirror(.stored(document, in: store))
         return true
@@ -64,8 +75,9 @@ package struct CredentialTransaction: ~Copyable {
 
     /// Removes `store`'s copy unless it changed since it was read. True when a copy was removed.
     mutating func delete(from store: CredentialStore) throws -> Bool {
+        let writable = try Self.writable(store)
         guard try unchanged(store) else { return false }
-        let removed = try store.delete(profile)
+        let removed = try writable.delete(profile)
         seen[ObjectIdentifier(store)] = nil
         guard removed else { return false }
         mirror(.removed(from: store))
@@ -76,6 +88,12 @@ package struct CredentialTransaction: ~Copyable {
     func withdrawCachedAccess() {
         mirror(.withdrawn)
     }
+}
+
+/// Room for a write, made sure of before a refresh token is spent (`prepareWrite(to:size:)`).
+/// Dropped unused, it releases whatever it held.
+struct Reservation {
+    fileprivate let prepared: PreparedWrite
 }
 
 extension CredentialOwner {

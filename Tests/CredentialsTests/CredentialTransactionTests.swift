@@ -1,7 +1,7 @@
 import Testing
 import CredentialCore
 @testable import Credentials
-@testable import Stores
+@_spi(CredentialOwner) @testable import Stores
 import TestSupport
 
 /// Every write and delete of the owner checks the copy's version, the fallbacks included, and an

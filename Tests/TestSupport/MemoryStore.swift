@@ -1,5 +1,5 @@
 import CredentialCore
-import Stores
+@_spi(CredentialOwner) import Stores
 import Secrets
 
 /// An in-memory store for unit tests and for composing behaviour without I/O. `locked`,
@@ -35,7 +35,7 @@ public final class MemoryStore: CredentialStore {
         guard let bytes = items[profile.name] else { return nil }
         return SecretBytes(copying: bytes)
     }
-    public func write(_ profile: Profile, secret: borrowing SecretBytes) throws {
+    @_spi(CredentialOwner) public func write(_ profile: Profile, secret: borrowing SecretBytes) throws {
         beforeWrite()
         try check()
         if failWrites { throw CredentialError.storeFailure("the test store failed to write") }
@@ -43,7 +43,7 @@ public final class MemoryStore: CredentialStore {
         items[profile.name] = secret.withUnsafeBytes { Array($0) }
         writes += 1
     }
-    public func delete(_ profile: Profile) throws -> Bool {
+    @_spi(CredentialOwner) public func delete(_ profile: Profile) throws -> Bool {
         try check()
         return items.removeValue(forKey: profile.name) != nil
     }
@@ -51,7 +51,7 @@ public final class MemoryStore: CredentialStore {
         try check()
         return items.keys.sorted()
     }
-    public func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite {
+    @_spi(CredentialOwner) public func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite {
         try check()
         if full { throw CredentialError.storeFailure("the test store has no room") }
         return Prepared(store: self, profile: profile)
@@ -70,6 +70,9 @@ public final class MemoryStore: CredentialStore {
     }
 }
 
+@_spi(CredentialOwner)
+extension MemoryStore: CredentialStoreWriting {}
+
 extension CredentialStore {
     /// Test convenience: the stored secret copied into an array, for comparing bytes.
     public func readBytes(_ profile: Profile) throws -> [UInt8]? {
@@ -77,8 +80,9 @@ extension CredentialStore {
         return secret.withUnsafeBytes { Array($0) }
     }
 
-    /// Test convenience: writes a guarded copy of `bytes`.
+    /// Test convenience: writes a guarded copy of `bytes` (a test acting as another program that
+    /// writes a store directly).
     public func write(_ profile: Profile, bytes: [UInt8]) throws {
-        try write(profile, secret: SecretBytes(copying: bytes))
+        try (self as! CredentialStoreWriting).write(profile, secret: SecretBytes(copying: bytes))
     }
 }
