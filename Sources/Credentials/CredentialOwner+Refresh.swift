@@ -26,7 +26,7 @@ extension CredentialOwner {
             if cache.canServe {
                 switch try fillFromStore(cache, kind, need) {
                 case .answer(let filled): return filled
-                case .refreshDue(let located): return try fresh(located, need) // read once, not again
+                case .refreshDue(let located): return try fresh(located, need, .refresh) // read and decided once, not again
                 }
             }
         }
@@ -72,8 +72,13 @@ extension CredentialOwner {
 
     /// `located`, refreshed first when `need` says so.
     package func fresh(_ located: LocatedCredential, _ need: Freshness) throws -> FreshCredential {
+        try fresh(located, need, RefreshPolicy.decide(located.document, need, now: now()))
+    }
+
+    /// `located`, given what `RefreshPolicy` decided for it (decided once per read of the store).
+    private func fresh(_ located: LocatedCredential, _ need: Freshness, _ decision: RefreshPolicy.Decision) throws -> FreshCredential {
         let initial = located.document
-        switch RefreshPolicy.decide(initial, need, now: now()) {
+        switch decision {
         case .use(let notice):
             return FreshCredential(document: initial, notices: notice.map { [$0] } ?? [], refreshed: false)
         case .refresh:
@@ -99,6 +104,9 @@ extension CredentialOwner {
     private func reread(_ initial: TokenDocument, _ need: Freshness) throws -> (located: LocatedCredential, answer: FreshCredential?) {
         // Erased meanwhile (under the lock, by `erase`): erased stays erased.
         guard let current = try selector.locate(profile) else { throw CredentialError.notSignedIn(profile: profile.name) }
+        // Unchanged since it was decided that a refresh is due: still due (time only makes a
+        // token staler), so the policy is not asked again.
+        if current.document == initial { return (current, nil) }
         if let code = current.document.refreshRejected { return (current, try rejectedFallback(current, need, code: code)) }
         var need = need
         if current.document.refreshToken != initial.refreshToken { // constant time
