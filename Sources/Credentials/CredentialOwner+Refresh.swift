@@ -84,7 +84,7 @@ extension CredentialOwner {
         case .refresh:
             break
         }
-        if let code = initial.refreshRejected { return try rejectedFallback(located, need, code: code) }
+        if case .refreshRejected(let code) = initial.state { return try rejectedFallback(located, need, code: code) }
         return try refreshTransaction(
             waiter: { try answeredByOthers(initial, need) },
             owner: { try refreshHoldingLock(initial, need, &$0) })
@@ -107,7 +107,7 @@ extension CredentialOwner {
         // Unchanged since it was decided that a refresh is due: still due (time only makes a
         // token staler), so the policy is not asked again.
         if current.document == initial { return (current, nil) }
-        if let code = current.document.refreshRejected { return (current, try rejectedFallback(current, need, code: code)) }
+        if case .refreshRejected(let code) = current.document.state { return (current, try rejectedFallback(current, need, code: code)) }
         var need = need
         if current.document.refreshToken != initial.refreshToken { // constant time
             // Another process rotated the tokens (or signed in anew): a forced refresh is done.
@@ -177,8 +177,7 @@ extension CredentialOwner {
             // A reused token may mean a program that ignores the lock spent it a moment ago and is
             // saving its rotation now: wait for that save (bounded) before marking anything.
             if code == OAuthConstants.refreshTokenReused, let answer = try awaitSaveInFlight(current.document, need) { return answer }
-            var marked = current.document
-            marked.refreshRejected = code
+            let marked = current.document.rejected(code: code)
             // Marked, so later gets stop asking the issuer; unless the document changed meanwhile,
             // in which case what is stored now is the answer.
             if (try? tx.write(marked, to: store)) == false, let answer = try reread(current.document, need).answer {

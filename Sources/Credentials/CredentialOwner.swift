@@ -144,9 +144,9 @@ package final class CredentialOwner {
                     blocked = blocked ?? (store, e) // a symlink, a directory, another user's file
                     continue
                 }
-                if let d = document, let revoke, d.refreshRejected == nil, !revoked.contains(d.refreshToken) {
+                if let d = document, let revoke, !d.isRefreshRejected, !revoked.contains(d.refreshToken) {
                     revoked.append(d.refreshToken)
-                    if d.importedFrom == "codex" {
+                    if d.origin == .codex {
                         erasure.notices.append("notice: the refresh token was not revoked: it came from Codex, which may still use the same session (sign out there with: codex logout)")
                     } else if let problem = revoke(d.refreshToken) {
                         erasure.notices.append("notice: could not revoke the refresh token (\(Sanitize.line(problem, limit: 160))); erasing it here anyway")
@@ -211,10 +211,8 @@ package final class CredentialOwner {
             // A cached copy of the rejected token must not be served again, whatever the store holds now.
             let kind = selector.readKind(of: profile)
             if let entry = cache?.entry(kind, profile), matches(entry.document) { tx.withdrawCachedAccess() }
-            guard var current = try tx.locate(selector), current.document.hasAccessToken, matches(current.document) else { return false }
-            current.document.accessToken = SecretToken()
-            current.document.expiresAt = 0
-            return try tx.write(current.document, to: current.store)
+            guard let current = try tx.locate(selector), current.document.hasAccessToken, matches(current.document) else { return false }
+            return try tx.write(current.document.accessDropped(), to: current.store)
         }
     }
 }
