@@ -24,9 +24,11 @@ let libsecretIncludes = [
 //   OAuth             <- CredentialCore, Secrets, CCurlShim         issuer wire calls, sign-in flows, HTTP transport
 //   HelperProtocols   <- CredentialCore, Secrets       git and docker wire formats, Codex import, host rule
 //   AccessCache       <- CredentialCore, Secrets, CKeyring         the access cache in the kernel's user keyring
-//   Credentials       <- CredentialCore, Stores, OAuth the one owner of every change to a credential
+//   Credentials       <- CredentialCore, Stores, OAuth the one owner of every change to a credential;
+//                                                    re-exports the stores' read half (the write half is
+//                                                    @_spi(CredentialOwner), seen by CredentialTransaction only)
 //   Broker            <- CredentialCore, Secrets       the broker's socket, HTTP framing, peer check, client
-//   CLI               <- all of the above              the command line, verbs, output formats
+//   CLI               <- all of the above but Stores   the command line, verbs, output formats
 //   chatgpt-credential <- CLI                          argv -> Invocation -> Runner -> exit
 let package = Package(
     name: "chatgpt-credential",
@@ -72,7 +74,7 @@ let package = Package(
         .target(name: "Broker", dependencies: ["CredentialCore", "Secrets", "CSystemShims"]),
         .target(
             name: "CLI",
-            dependencies: ["CredentialCore", "Stores", "OAuth", "HelperProtocols", "Credentials", "AccessCache", "Broker", "Secrets", "CSystemShims"]
+            dependencies: ["CredentialCore", "OAuth", "HelperProtocols", "Credentials", "AccessCache", "Broker", "Secrets", "CSystemShims"]
         ),
         // argv -> Invocation -> run -> exit code.
         .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "Secrets", "CSystemShims"]),

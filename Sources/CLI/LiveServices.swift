@@ -1,6 +1,5 @@
 import AccessCache
 import CredentialCore
-import Stores
 import OAuth
 import HelperProtocols
 import Credentials

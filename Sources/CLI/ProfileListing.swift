@@ -1,5 +1,5 @@
+import Credentials
 import CredentialCore
-import Stores
 
 /// Every profile found in either store (`status --all`, `usage --all`): one listing so that the
 /// verbs that act on all profiles agree on which ones there are.

@@ -1,5 +1,4 @@
 import CredentialCore
-import Stores
 import Credentials
 
 /// `refresh [--all] [--if-idle DAYS]` (man page, `refresh` and KEEP AN IDLE SIGN-IN ALIVE): a

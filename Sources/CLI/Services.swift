@@ -1,5 +1,4 @@
 import CredentialCore
-import Stores
 import OAuth
 import HelperProtocols
 import Credentials

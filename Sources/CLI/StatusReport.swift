@@ -1,5 +1,4 @@
 import CredentialCore
-import Stores
 import Credentials
 
 /// `status`: who is signed in, without secrets. `unusable` is the one decision both the text and

@@ -1,5 +1,4 @@
 import CredentialCore
-import Stores
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -52,17 +52,14 @@ package final class CredentialCache {
             // (a new credential saved there just before, whose older copy here is now removed).
             let other = StoreKind.allCases.first { $0 != store.kind }
             keyring.revokeEverywhere(profile, keeping: other.flatMap { identity($0, profile) })
+        case .withdrawn:
+            keyring.revokeEverywhere(profile)
         }
     }
 
     /// A miss filled from what the store holds: no change, so other identities' entries stay.
     package func fill(_ document: TokenDocument, from store: CredentialStore, _ profile: Profile) {
         if let id = identity(store.kind, profile) { keyring.update(to: document, id, profile) }
-    }
-
-    /// Removes the profile's entries, under every store identity (whatever `kind`).
-    package func revoke(_ kind: StoreKind, _ profile: Profile) {
-        keyring.revokeEverywhere(profile)
     }
 }
 

@@ -26,7 +26,7 @@ extension CredentialOwner {
             if cache.canServe {
                 switch try fillFromStore(cache, kind, need) {
                 case .answer(let filled): return filled
-                case .refreshDue(let located): return try fresh(located, need) // read once, not again
+                case .refreshDue(let located): return try fresh(located, need, .refresh) // read and decided once, not again
                 }
             }
         }
@@ -72,17 +72,22 @@ extension CredentialOwner {
 
     /// `located`, refreshed first when `need` says so.
     package func fresh(_ located: LocatedCredential, _ need: Freshness) throws -> FreshCredential {
+        try fresh(located, need, RefreshPolicy.decide(located.document, need, now: now()))
+    }
+
+    /// `located`, given what `RefreshPolicy` decided for it (decided once per read of the store).
+    private func fresh(_ located: LocatedCredential, _ need: Freshness, _ decision: RefreshPolicy.Decision) throws -> FreshCredential {
         let initial = located.document
-        switch RefreshPolicy.decide(initial, need, now: now()) {
+        switch decision {
         case .use(let notice):
             return FreshCredential(document: initial, notices: notice.map { [$0] } ?? [], refreshed: false)
         case .refresh:
             break
         }
-        if let code = initial.refreshRejected { return try rejectedFallback(located, need, code: code) }
-        return try lock.exclusiveUnlessAnswered(
+        if case .refreshRejected(let code) = initial.state { return try rejectedFallback(located, need, code: code) }
+        return try refreshTransaction(
             waiter: { try answeredByOthers(initial, need) },
-            owner: { try refreshHoldingLock(initial, need) })
+            owner: { try refreshHoldingLock(initial, need, &$0) })
     }
 
     /// usage after the backend refused `token` (401): one refresh through the owner, unless the
@@ -99,7 +104,10 @@ extension CredentialOwner {
     private func reread(_ initial: TokenDocument, _ need: Freshness) throws -> (located: LocatedCredential, answer: FreshCredential?) {
         // Erased meanwhile (under the lock, by `erase`): erased stays erased.
         guard let current = try selector.locate(profile) else { throw CredentialError.notSignedIn(profile: profile.name) }
-        if let code = current.document.refreshRejected { return (current, try rejectedFallback(current, need, code: code)) }
+        // Unchanged since it was decided that a refresh is due: still due (time only makes a
+        // token staler), so the policy is not asked again.
+        if current.document == initial { return (current, nil) }
+        if case .refreshRejected(let code) = current.document.state { return (current, try rejectedFallback(current, need, code: code)) }
         var need = need
         if current.document.refreshToken != initial.refreshToken { // constant time
             // Another process rotated the tokens (or signed in anew): a forced refresh is done.
@@ -127,16 +135,17 @@ extension CredentialOwner {
     }
 
     /// Holding the exclusive lock: re-read, check the shared back-off, reserve, refresh, persist.
-    private func refreshHoldingLock(_ initial: TokenDocument, _ need: Freshness) throws -> FreshCredential {
+    private func refreshHoldingLock(_ initial: TokenDocument, _ need: Freshness,
+                                    _ tx: inout CredentialTransaction) throws -> FreshCredential {
         let (current, answer) = try settledByOthers(initial, need)
         if let answer { return answer }
         let store = current.store
-        let version = try store.version(profile)
+        try tx.observe(store)
 
         // Reserve before spend: no refresh token is spent unless the rotated document can be saved.
-        let prepared: PreparedWrite
+        let prepared: Reservation
         do {
-            prepared = try store.prepareWrite(profile, size: current.document.serializedCount)
+            prepared = try tx.prepareWrite(to: store, size: current.document.serializedCount)
         } catch let e as CredentialError {
             return try storedIfUsable(current.document, need, otherwise: e) {
                 "notice: not refreshing, the refreshed tokens could not be saved (\(e.message)); printing the stored token, which \($0)"
@@ -155,7 +164,7 @@ extension CredentialOwner {
             let next = current.document.rotated(accessToken: t.accessToken, refreshToken: t.refreshToken, idToken: t.idToken,
                                                 expiresIn: t.expiresIn, now: received)
             backoff.clear()
-            return .saved(next, try persistRotated(next, in: store, prepared: prepared, ifStill: version, spent: spent), received)
+            return .saved(next, try persistRotated(next, in: store, prepared: prepared, spent: spent, &tx), received)
         }
 
         switch outcome {
@@ -168,11 +177,10 @@ extension CredentialOwner {
             // A reused token may mean a program that ignores the lock spent it a moment ago and is
             // saving its rotation now: wait for that save (bounded) before marking anything.
             if code == OAuthConstants.refreshTokenReused, let answer = try awaitSaveInFlight(current.document, need) { return answer }
-            var marked = current.document
-            marked.refreshRejected = code
+            let marked = current.document.rejected(code: code)
             // Marked, so later gets stop asking the issuer; unless the document changed meanwhile,
             // in which case what is stored now is the answer.
-            if (try? write(marked, to: store, ifStill: version)) == false, let answer = try reread(current.document, need).answer {
+            if (try? tx.write(marked, to: store)) == false, let answer = try reread(current.document, need).answer {
                 return answer
             }
             return try rejectedFallback(LocatedCredential(store: store, document: marked), need, code: code)
@@ -189,15 +197,15 @@ extension CredentialOwner {
 
     /// Saves the rotated document: through the reservation; under `auto`, to the other store when
     /// that fails. The new access token is printed either way; the notices say what was lost.
-    private func persistRotated(_ next: TokenDocument, in store: CredentialStore, prepared: PreparedWrite,
-                                ifStill version: [UInt8]?, spent: SecretToken) throws -> [String] {
+    private func persistRotated(_ next: TokenDocument, in store: CredentialStore, prepared: Reservation,
+                                spent: SecretToken, _ tx: inout CredentialTransaction) throws -> [String] {
         let failure: CredentialError
         do {
-            if try write(next, to: store, ifStill: version, through: prepared) { return [] }
+            if try tx.write(next, to: store, through: prepared) { return [] }
             // What changed may only be the spent token's own document (a program that ignores the
             // lock marked it rejected, or dropped its access token): the rotation replaces it, as
             // it holds the only live refresh token.
-            if try replaceSpent(with: next, in: store, spent: spent, through: prepared) { return [] }
+            if try replaceSpent(with: next, in: store, spent: spent, through: prepared, &tx) { return [] }
             // Changed behind the lock's back (another program replaced or deleted it): not overwritten.
             return ["notice: the stored credential was changed by another program during the refresh; the refreshed tokens were not saved over it"]
         } catch let e as CredentialError {
@@ -208,13 +216,16 @@ extension CredentialOwner {
         }
         if let other = selector.fallback(for: store) {
             do {
-                try other.save(next, for: profile)
-                record(.stored(next, in: other))
+                // The other store's copy is read now, not before the spend: that costs nothing on a
+                // refresh that saves where it read, and still keeps a lock-ignoring writer's copy.
+                try tx.observe(other)
+                guard try tx.write(next, to: other) else {
+                    return lost("\(store.location(for: profile)) (\(failure.message)) nor to \(other.location(for: profile)) (changed by another program meanwhile)")
+                }
                 var notices = ["notice: could not save the refreshed tokens to \(store.location(for: profile)) (\(failure.message)); saved them to \(other.location(for: profile)) instead"]
-                // The failed store still holds the spent token: remove it so it is never served.
-                if (try? store.delete(profile)) == true {
-                    record(.removed(from: store))
-                } else {
+                // The failed store still holds the spent token: remove it so it is never served
+                // (unless it changed since it was read: then it holds something else).
+                if (try? tx.delete(from: store)) != true {
                     notices.append("notice: the copy in \(store.location(for: profile)) still holds the spent refresh token; once it answers again, run: \(CopyRemoval.command(store, profile))")
                 }
                 return notices
@@ -237,11 +248,11 @@ extension CredentialOwner {
     /// spent (rejected or not); a document with another refresh token (a new sign-in, another
     /// rotation) or none (erased) is left alone. True when written.
     private func replaceSpent(with next: TokenDocument, in store: CredentialStore, spent: SecretToken,
-                              through prepared: PreparedWrite) throws -> Bool {
+                              through prepared: Reservation, _ tx: inout CredentialTransaction) throws -> Bool {
         for _ in 0..<3 { // a writer that keeps changing it gets the last word, reported
-            let seen = try store.version(profile)
+            let seen = try tx.observe(store)
             guard seen != nil, let stored = try? store.load(profile), stored.refreshToken == spent else { return false } // constant time
-            if try write(next, to: store, ifStill: seen, through: prepared) { return true }
+            if try tx.write(next, to: store, through: prepared) { return true }
         }
         return false
     }

@@ -1,5 +1,8 @@
 import CredentialCore
-import Stores
+// The stores' read half (selector, kinds, locations, profile listing) is part of this module's
+// interface: the CLI reaches it through here and has no dependency on `Stores` of its own, so it
+// can never import the write half (`@_spi(CredentialOwner)`; ARCHITECTURE.md).
+@_exported import Stores
 import OAuth
 
 /// The issuer's refresh call (`IssuerClient` in production; scripted in tests).
@@ -14,13 +17,17 @@ extension IssuerClient: TokenRefreshing {}
 package enum CredentialChange {
     case stored(TokenDocument, in: CredentialStore)
     case removed(from: CredentialStore)
+    /// An access token the cache may hold was rejected or erased: it is not served again.
+    /// The stores are unchanged by this alone.
+    case withdrawn
 }
 
 /// The one owner of every change to a stored credential (SPEC "Changes to a credential: one
 /// owner"): `login`, `store`, `erase`, a refresh, marking a refresh token rejected, git's and
 /// docker's `erase`. Each takes the profile's lock, re-reads what is stored, decides, writes and
-/// releases. A write never replaces a document that changed since it was read under the lock:
-/// the writer compares the store's `version` first and decides again instead.
+/// releases. Every change goes through a `CredentialTransaction`, which only the profile's
+/// exclusive lock makes: a write never replaces a document that changed since it was read under
+/// the lock (the transaction compares the store's `version` first and the owner decides again).
 /// Reading (`locate`, and `fresh` when no refresh is due) takes no lock.
 package final class CredentialOwner {
     package let profile: Profile
@@ -49,7 +56,8 @@ package final class CredentialOwner {
         self.refresher = refresher
     }
 
-    /// Every change goes through here, still under the lock: the access cache and `observe` see it.
+    /// Every change a `CredentialTransaction` makes comes through here, still under the lock: the
+    /// access cache and `observe` see it.
     func record(_ change: CredentialChange) {
         cache?.apply(change, profile)
         observe(change)
@@ -70,14 +78,20 @@ package final class CredentialOwner {
         // Without a known last refresh the idle rule counts from now (man page, REFRESH): its
         // source may still be using it, so it must not be refreshed at once.
         if document.lastRefresh <= 0, document.storedAt <= 0 { document.storedAt = now() }
-        return try lock.exclusive {
+        return try transaction { tx in
             let store = try selector.destination(for: profile, notice: notice)
-            try store.save(document, for: profile)
-            record(.stored(document, in: store))
+            try tx.observe(store)
+            // A sign-in replaces whatever is stored; only a program that ignores the lock can
+            // change the copy between that read and this write, and it is then not overwritten.
+            guard try tx.write(document, to: store) else {
+                throw CredentialError.storeFailure("the credential in \(store.location(for: profile)) was changed by another program during the sign-in; nothing was stored, try again")
+            }
             backoff.clear()
             let other = selector.counterpart(of: store)
             do {
-                if try other.delete(profile) { record(.removed(from: other)) }
+                if try tx.observe(other) != nil, try !tx.delete(from: other) {
+                    notice("notice: an older copy in \(other.location(for: profile)) was changed by another program and was not removed; run: \(profile.command("--store \(other.kind.rawValue) erase --no-revoke"))")
+                }
             } catch CredentialError.storeUnavailable {
                 // not there at all, so it holds no copy
             } catch let e as CredentialError {
@@ -103,7 +117,7 @@ package final class CredentialOwner {
     /// came from Codex (which may still hold the same session). Throws (exit 5) naming the copy
     /// that could not be removed; erasing what is already gone is no error.
     package func erase(revoke: ((SecretToken) -> String?)?) throws -> Erasure {
-        try lock.exclusive {
+        try transaction { tx in
             var erasure = Erasure()
             var revoked: [SecretToken] = [] // compared in constant time
             var blocked: (store: CredentialStore, error: CredentialError)?
@@ -111,7 +125,7 @@ package final class CredentialOwner {
                 // Is there a copy at all? Asked without decrypting (the file's lstat; the keyring's
                 // search), so a copy this process cannot read is still found and removed.
                 do {
-                    guard try store.version(profile) != nil else { continue }
+                    guard try tx.observe(store) != nil else { continue }
                 } catch CredentialError.storeUnavailable where store !== selector.chosen {
                     continue // this kind of store is not there at all: it holds nothing
                 } catch let e as CredentialError {
@@ -132,18 +146,20 @@ package final class CredentialOwner {
                     blocked = blocked ?? (store, e) // a symlink, a directory, another user's file
                     continue
                 }
-                if let d = document, let revoke, d.refreshRejected == nil, !revoked.contains(d.refreshToken) {
+                if let d = document, let revoke, !d.isRefreshRejected, !revoked.contains(d.refreshToken) {
                     revoked.append(d.refreshToken)
-                    if d.importedFrom == "codex" {
+                    if d.origin == .codex {
                         erasure.notices.append("notice: the refresh token was not revoked: it came from Codex, which may still use the same session (sign out there with: codex logout)")
                     } else if let problem = revoke(d.refreshToken) {
                         erasure.notices.append("notice: could not revoke the refresh token (\(Sanitize.line(problem, limit: 160))); erasing it here anyway")
                     }
                 }
                 do {
-                    if try store.delete(profile) {
+                    if try tx.delete(from: store) {
                         erasure.removed.append(store)
-                        record(.removed(from: store))
+                    } else if try tx.observe(store) != nil {
+                        // Replaced by a program that ignores the lock since it was read: not ours to remove unread.
+                        blocked = blocked ?? (store, .storeFailure("it was changed by another program during the erase"))
                     }
                 } catch let e as CredentialError {
                     blocked = blocked ?? (store, e)
@@ -151,7 +167,7 @@ package final class CredentialOwner {
             }
             backoff.clear()
             // Whatever was found: an entry left for any store would serve the erased credential.
-            for kind in StoreKind.allCases { cache?.revoke(kind, profile) }
+            tx.withdrawCachedAccess()
             if let blocked { throw Self.remains(blocked.error, in: blocked.store, profile: profile, after: erasure.removed) }
             return erasure
         }
@@ -193,33 +209,12 @@ package final class CredentialOwner {
     /// only if `matches` says it is still that one (a late rejection of an older token changes
     /// nothing); keeps the refresh token, so the next `get` refreshes. True when dropped.
     package func dropAccessToken(if matches: (TokenDocument) -> Bool) throws -> Bool {
-        try lock.exclusive {
+        try transaction { tx in
             // A cached copy of the rejected token must not be served again, whatever the store holds now.
             let kind = selector.readKind(of: profile)
-            if let entry = cache?.entry(kind, profile), matches(entry.document) { cache?.revoke(kind, profile) }
-            guard var current = try selector.locate(profile), current.document.hasAccessToken, matches(current.document) else { return false }
-            let version = try current.store.version(profile)
-            current.document.accessToken = SecretToken()
-            current.document.expiresAt = 0
-            return try write(current.document, to: current.store, ifStill: version)
+            if let entry = cache?.entry(kind, profile), matches(entry.document) { tx.withdrawCachedAccess() }
+            guard let current = try tx.locate(selector), current.document.hasAccessToken, matches(current.document) else { return false }
+            return try tx.write(current.document.accessDropped(), to: current.store)
         }
-    }
-
-    // MARK: writing under the lock
-
-    /// Writes `document` to `store` unless the stored secret is no longer the one whose
-    /// `version` the caller read under the lock. True when written.
-    func write(_ document: TokenDocument, to store: CredentialStore, ifStill version: [UInt8]?,
-               through prepared: PreparedWrite? = nil) throws -> Bool {
-        guard try unchanged(store, since: version) else { return false }
-        if let prepared { try store.save(document, through: prepared) } else { try store.save(document, for: profile) }
-        record(.stored(document, in: store))
-        return true
-    }
-
-    /// Whether the profile's secret in `store` is still at `version`. A store that cannot say
-    /// (an error asking) counts as unchanged: the write then reports its own error.
-    func unchanged(_ store: CredentialStore, since version: [UInt8]?) throws -> Bool {
-        do { return try store.version(profile) == version } catch { return true }
     }
 }

@@ -107,14 +107,14 @@ public final class AgeFileStore: CredentialStore {
         }
     }
 
-    public func write(_ profile: Profile, secret: borrowing SecretBytes) throws {
+    @_spi(CredentialOwner) public func write(_ profile: Profile, secret: borrowing SecretBytes) throws {
         let path = try writablePath(profile)
         try encryptForWrite(secret, at: path, profile: profile).withUnsafeBytes { try AtomicFile.replace(path, with: $0) }
     }
 
     /// Reserves the room a rotated document needs (twice the current file, and at least 16 KiB):
     /// on a full disk the refresh token is then never spent.
-    public func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite {
+    @_spi(CredentialOwner) public func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite {
         let path = try writablePath(profile)
         var st = stat()
         let current = lstat(path, &st) == 0 ? Int(st.st_size) : 0
@@ -179,7 +179,7 @@ public final class AgeFileStore: CredentialStore {
     }
 
     @discardableResult
-    public func delete(_ profile: Profile) throws -> Bool {
+    @_spi(CredentialOwner) public func delete(_ profile: Profile) throws -> Bool {
         let dir = try requireDirectory()
         guard try AtomicFile.checkDirectory(dir, create: false) else { return false }
         return try AtomicFile.remove(Paths.encryptedFile(in: dir, for: profile))
@@ -357,3 +357,6 @@ public final class AgeFileStore: CredentialStore {
         return line
     }
 }
+
+@_spi(CredentialOwner)
+extension AgeFileStore: CredentialStoreWriting {}

@@ -6,7 +6,9 @@ import Secrets
 /// profile; parsing and policy live above it. Stores report typed `CredentialError`s:
 /// `keyringLocked`, `storeUnavailable` (not there at all), `storeNotAnswering` (there, but past its
 /// deadline), `storeCorrupt`, `wrongKey`, `permissionsTooOpen`, `storeFailure`.
-/// Only `Credentials.CredentialOwner` changes what a store holds.
+/// This is the read half, public. The write half (`CredentialStoreWriting`) is SPI: only a file
+/// that says `@_spi(CredentialOwner) import Stores` sees it, and only the owner's transaction
+/// (`Credentials/CredentialTransaction.swift`) does, so nothing else can change what a store holds.
 public protocol CredentialStore: AnyObject {
     var kind: StoreKind { get }
     /// Human-readable location for messages, e.g. "the Secret Service" or a file path.
@@ -14,16 +16,8 @@ public protocol CredentialStore: AnyObject {
     /// The stored secret (in guarded memory), or nil when this store holds nothing for the
     /// profile. A locked keyring throws `keyringLocked`; it is never reported as nil.
     func read(_ profile: Profile) throws -> SecretBytes?
-    /// Replaces (never adds to) the profile's secret, atomically.
-    func write(_ profile: Profile, secret: borrowing SecretBytes) throws
-    /// Removes the profile's secret; returns false when there was none.
-    @discardableResult func delete(_ profile: Profile) throws -> Bool
     /// Every profile this store holds something for.
     func profiles() throws -> [String]
-    /// Makes sure a secret of about `size` bytes can be written for the profile right now, before
-    /// anything irreversible happens (SPEC "Reserve before spend"): the file store reserves the
-    /// room, the Secret Service must answer and be unlocked. Throws what a write would throw.
-    func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite
     /// An opaque value that changes whenever the profile's stored secret changes, or nil when
     /// nothing is stored; cheap (no decryption), so a writer can tell that what it read under the
     /// lock is still what is there.
@@ -39,8 +33,22 @@ extension CredentialStore {
     public func isExpensiveToRead(_ profile: Profile) -> Bool { false }
 }
 
-/// A write a store has made sure of (`CredentialStore.prepareWrite`). Dropped unused, it
+/// The write half of a store, seen only by the owner's transaction (see `CredentialStore`).
+@_spi(CredentialOwner)
+public protocol CredentialStoreWriting: CredentialStore {
+    /// Replaces (never adds to) the profile's secret, atomically.
+    func write(_ profile: Profile, secret: borrowing SecretBytes) throws
+    /// Removes the profile's secret; returns false when there was none.
+    @discardableResult func delete(_ profile: Profile) throws -> Bool
+    /// Makes sure a secret of about `size` bytes can be written for the profile right now, before
+    /// anything irreversible happens (man page, REFRESH): the file store reserves the
+    /// room, the Secret Service must answer and be unlocked. Throws what a write would throw.
+    func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite
+}
+
+/// A write a store has made sure of (`CredentialStoreWriting.prepareWrite`). Dropped unused, it
 /// releases whatever it held.
+@_spi(CredentialOwner)
 public protocol PreparedWrite: AnyObject {
     func commit(_ secret: borrowing SecretBytes) throws
 }
@@ -63,7 +71,10 @@ extension CredentialStore {
         guard let bytes = try read(profile) else { return nil }
         return try TokenDocument.parse(bytes, origin: location(for: profile), profile: profile)
     }
+}
 
+@_spi(CredentialOwner)
+extension CredentialStoreWriting {
     public func save(_ document: TokenDocument, for profile: Profile) throws {
         try write(profile, secret: document.serialized())
     }

@@ -108,7 +108,7 @@ public final class SecretServiceStore: CredentialStore {
         return nil
     }
 
-    public func write(_ profile: Profile, secret: borrowing SecretBytes) throws {
+    @_spi(CredentialOwner) public func write(_ profile: Profile, secret: borrowing SecretBytes) throws {
         let label = Self.label(for: profile)
         lastWrittenCollection = nil
         lastWrittenCollection = try perform { service, cancellable -> String? in
@@ -149,7 +149,7 @@ public final class SecretServiceStore: CredentialStore {
     }
 
     @discardableResult
-    public func delete(_ profile: Profile) throws -> Bool {
+    @_spi(CredentialOwner) public func delete(_ profile: Profile) throws -> Bool {
         try perform { service, cancellable in
             try Self.withItemsUnlessLocked(profile, service, cancellable) { _, found in
                 var error: UnsafeMutablePointer<GError>?
@@ -188,7 +188,7 @@ public final class SecretServiceStore: CredentialStore {
 
     /// The Secret Service must answer, and the profile's items (or, for a new item, the default
     /// collection) must be unlocked, before a refresh token is spent for a write here.
-    public func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite {
+    @_spi(CredentialOwner) public func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite {
         try perform { service, cancellable in
             try Self.withItemsUnlessLocked(profile, service, cancellable) { _, found in
                 guard found.isEmpty else { return }
@@ -504,3 +504,6 @@ public final class SecretServiceStore: CredentialStore {
         return SecretBytes(copying: UnsafeRawBufferPointer(start: raw, count: Int(length)))
     }
 }
+
+@_spi(CredentialOwner)
+extension SecretServiceStore: CredentialStoreWriting {}

@@ -1,7 +1,7 @@
 import Testing
 @testable import CLI
 @testable import Credentials
-@testable import Stores
+@_spi(CredentialOwner) @testable import Stores
 @testable import OAuth
 @testable import HelperProtocols
 @testable import AccessCache

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import CLI
 @testable import Credentials
-@testable import Stores
+@_spi(CredentialOwner) @testable import Stores
 @testable import OAuth
 @testable import HelperProtocols
 @testable import CredentialCore

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Credentials
-@testable import Stores
+@_spi(CredentialOwner) @testable import Stores
 @testable import OAuth
 @testable import CredentialCore
 import Secrets
@@ -518,10 +518,11 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
             switch change {
             case .stored(let d, let store): seen.append("stored \(d.refreshToken.unsafeString()) in \(store.kind.rawValue)")
             case .removed(let store): seen.append("removed from \(store.kind.rawValue)")
+            case .withdrawn: seen.append("withdrawn")
             }
         }
         _ = try owner.fresh(Freshness())
         _ = try owner.erase(revoke: nil)
-        #expect(seen == ["stored rt-1 in file", "removed from file"])
+        #expect(seen == ["stored rt-1 in file", "removed from file", "withdrawn"])
     }
 }

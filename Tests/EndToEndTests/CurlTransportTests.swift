@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import CLI
-@testable import Stores
+@_spi(CredentialOwner) @testable import Stores
 @testable import OAuth
 @testable import CredentialCore
 import Secrets

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import CLI
-import Stores
+@_spi(CredentialOwner) import Stores
 import OAuth
 import CredentialCore
 import TestSupport

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Stores
+@_spi(CredentialOwner) @testable import Stores
 @testable import CredentialCore
 @testable import Age
 @testable import Secrets

@@ -1,5 +1,5 @@
 import Testing
-import Stores
+@_spi(CredentialOwner) import Stores
 import CredentialCore
 import TestSupport
 

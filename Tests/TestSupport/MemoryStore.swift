@@ -1,5 +1,5 @@
 import CredentialCore
-import Stores
+@_spi(CredentialOwner) import Stores
 import Secrets
 
 /// An in-memory store for unit tests and for composing behaviour without I/O. `locked`,
@@ -15,6 +15,12 @@ public final class MemoryStore: CredentialStore {
     public var full = false
     /// Runs before every read: a scripted writer that acts between two reads of the owner.
     public var beforeRead: () -> Void = {}
+    /// Runs before every write: a scripted writer that acts between the owner's check and its write.
+    public var beforeWrite: () -> Void = {}
+    /// Runs before every `version`: may throw, as a store that stops answering between two calls.
+    public var beforeVersion: () throws -> Void = {}
+    /// Writes fail (a reservation still succeeds), as a disk that fills up after the reservation.
+    public var failWrites = false
     public init(kind: StoreKind = .file) { self.kind = kind }
     public func location(for profile: Profile) -> String { "memory:\(kind.rawValue):\(profile.name)" }
 
@@ -29,13 +35,15 @@ public final class MemoryStore: CredentialStore {
         guard let bytes = items[profile.name] else { return nil }
         return SecretBytes(copying: bytes)
     }
-    public func write(_ profile: Profile, secret: borrowing SecretBytes) throws {
+    @_spi(CredentialOwner) public func write(_ profile: Profile, secret: borrowing SecretBytes) throws {
+        beforeWrite()
         try check()
+        if failWrites { throw CredentialError.storeFailure("the test store failed to write") }
         if full { throw CredentialError.storeFailure("the test store is full") }
         items[profile.name] = secret.withUnsafeBytes { Array($0) }
         writes += 1
     }
-    public func delete(_ profile: Profile) throws -> Bool {
+    @_spi(CredentialOwner) public func delete(_ profile: Profile) throws -> Bool {
         try check()
         return items.removeValue(forKey: profile.name) != nil
     }
@@ -43,12 +51,13 @@ public final class MemoryStore: CredentialStore {
         try check()
         return items.keys.sorted()
     }
-    public func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite {
+    @_spi(CredentialOwner) public func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite {
         try check()
         if full { throw CredentialError.storeFailure("the test store has no room") }
         return Prepared(store: self, profile: profile)
     }
     public func version(_ profile: Profile) throws -> [UInt8]? {
+        try beforeVersion()
         try check()
         return items[profile.name].map { _ in Array("\(profile.name):\(writes)".utf8) }
     }
@@ -61,6 +70,9 @@ public final class MemoryStore: CredentialStore {
     }
 }
 
+@_spi(CredentialOwner)
+extension MemoryStore: CredentialStoreWriting {}
+
 extension CredentialStore {
     /// Test convenience: the stored secret copied into an array, for comparing bytes.
     public func readBytes(_ profile: Profile) throws -> [UInt8]? {
@@ -68,8 +80,9 @@ extension CredentialStore {
         return secret.withUnsafeBytes { Array($0) }
     }
 
-    /// Test convenience: writes a guarded copy of `bytes`.
+    /// Test convenience: writes a guarded copy of `bytes` (a test acting as another program that
+    /// writes a store directly).
     public func write(_ profile: Profile, bytes: [UInt8]) throws {
-        try write(profile, secret: SecretBytes(copying: bytes))
+        try (self as! CredentialStoreWriting).write(profile, secret: SecretBytes(copying: bytes))
     }
 }
