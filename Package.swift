@@ -19,12 +19,13 @@ let libsecretIncludes = [
 // The module graph (ARCHITECTURE.md): each module imports only the ones listed as its dependencies.
 //   Secrets           <- CSodium                       SecretBytes; libsodium base64, SHA-256, randomness, compare
 //   Age               <- Secrets, CSodium               age v1 format and crypto (reusable on its own)
-//   CredentialCore    <- Secrets, CSystemShims          errors + exit codes, TokenDocument, JSON, files, locks, clock
-//   Stores            <- CredentialCore, Age, CLibSecret(Loader)   Secret Service, age file, auto selector
-//   OAuth             <- CredentialCore, Secrets, CCurlShim         issuer wire calls, sign-in flows, HTTP transport
+//   CredentialCore    <- Secrets                       the model: errors + exit codes, TokenDocument, JWT, JSON, clock
+//   SystemRuntime     <- CredentialCore, CSystemShims  what talks to the OS: files, locks, deadlines, signals, processes, console
+//   Stores            <- CredentialCore, SystemRuntime, Age, CLibSecret(Loader)   Secret Service, age file, auto selector
+//   OAuth             <- CredentialCore, SystemRuntime, Secrets, CCurlShim         issuer wire calls, sign-in flows, HTTP transport
 //   HelperProtocols   <- CredentialCore, Secrets       git and docker wire formats, Codex import, host rule
-//   AccessCache       <- CredentialCore, Secrets, CKeyring         the access cache in the kernel's user keyring
-//   Credentials       <- CredentialCore, Stores, OAuth the one owner of every change to a credential
+//   AccessCache       <- CredentialCore, SystemRuntime, Secrets, CKeyring          the access cache in the kernel's user keyring
+//   Credentials       <- CredentialCore, SystemRuntime, Stores, OAuth the one owner of every change to a credential
 //   Broker            <- CredentialCore, Secrets       the broker's socket, HTTP framing, peer check, client
 //   CLI               <- all of the above              the command line, verbs, output formats
 //   chatgpt-credential <- CLI                          argv -> Invocation -> Runner -> exit
@@ -58,24 +59,25 @@ let package = Package(
 
         .target(name: "Secrets", dependencies: ["CSodium"]),
         .target(name: "Age", dependencies: ["Secrets", "CSodium"]),
-        .target(name: "CredentialCore", dependencies: ["Secrets", "CSystemShims"]),
+        .target(name: "CredentialCore", dependencies: ["Secrets"]),
+        .target(name: "SystemRuntime", dependencies: ["CredentialCore", "Secrets", "CSystemShims"]),
         .target(
             name: "Stores",
-            dependencies: ["CredentialCore", "Age", "Secrets", "CLibSecret", "CLibSecretLoader"],
+            dependencies: ["CredentialCore", "SystemRuntime", "Age", "Secrets", "CLibSecret", "CLibSecretLoader"],
             swiftSettings: [.unsafeFlags(libsecretIncludes.flatMap { ["-Xcc", "-I" + $0] })]
         ),
-        .target(name: "OAuth", dependencies: ["CredentialCore", "Secrets", "CCurlShim"]),
+        .target(name: "OAuth", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CCurlShim"]),
         .target(name: "HelperProtocols", dependencies: ["CredentialCore", "Secrets"]),
-        .target(name: "AccessCache", dependencies: ["CredentialCore", "Secrets", "CKeyring"]),
-        .target(name: "Credentials", dependencies: ["CredentialCore", "Stores", "OAuth", "AccessCache"]),
+        .target(name: "AccessCache", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CKeyring"]),
+        .target(name: "Credentials", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "AccessCache"]),
         // The broker's socket, HTTP/1.1 framing, peer check and client (no policy: the CLI answers).
         .target(name: "Broker", dependencies: ["CredentialCore", "Secrets", "CSystemShims"]),
         .target(
             name: "CLI",
-            dependencies: ["CredentialCore", "Stores", "OAuth", "HelperProtocols", "Credentials", "AccessCache", "Broker", "Secrets", "CSystemShims"]
+            dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "HelperProtocols", "Credentials", "AccessCache", "Broker", "Secrets", "CSystemShims"]
         ),
         // argv -> Invocation -> run -> exit code.
-        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "Secrets", "CSystemShims"]),
+        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "SystemRuntime", "Secrets", "CSystemShims"]),
 
         // Test doubles shared by the unit tests (never shipped).
         .target(name: "TestSupport", dependencies: ["CredentialCore", "Stores", "OAuth", "Secrets"], path: "Tests/TestSupport"),
@@ -83,16 +85,17 @@ let package = Package(
         .testTarget(name: "AgeTests", dependencies: ["Age", "Secrets"],
                     exclude: ["age-cctv"]), // C2SP age vectors, read at run time via #filePath
         .testTarget(name: "CredentialCoreTests", dependencies: ["CredentialCore", "Secrets", "TestSupport"]),
-        .testTarget(name: "StoresTests", dependencies: ["Stores", "CredentialCore", "Age", "Secrets", "TestSupport"]),
-        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "SystemRuntimeTests", dependencies: ["SystemRuntime", "CredentialCore", "Secrets"]),
+        .testTarget(name: "StoresTests", dependencies: ["Stores", "CredentialCore", "SystemRuntime", "Age", "Secrets", "TestSupport"]),
+        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
         // Installs a seccomp filter on the calling thread, for the tests of a refused keyring.
         .target(name: "CSeccompTestSupport", path: "Tests/CSeccompTestSupport"),
         // Runs the built binary under that filter, for the end-to-end tests (never shipped).
         .executableTarget(name: "seccomp-exec", dependencies: ["CSeccompTestSupport"], path: "Tests/SeccompExec"),
-        .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "Secrets", "CSeccompTestSupport", "TestSupport"]),
+        .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "CSeccompTestSupport", "TestSupport"]),
         .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
-        .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["CLI", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Age", "Secrets", "TestSupport", "chatgpt-credential", "seccomp-exec"],

@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 import Stores
 import OAuth
 import HelperProtocols

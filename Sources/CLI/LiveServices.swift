@@ -1,5 +1,6 @@
 import AccessCache
 import CredentialCore
+import SystemRuntime
 import Stores
 import OAuth
 import HelperProtocols

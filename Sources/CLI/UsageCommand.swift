@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 import OAuth
 import Credentials
 #if canImport(Glibc)

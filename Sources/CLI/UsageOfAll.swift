@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 import OAuth
 import Secrets
 #if canImport(Glibc)

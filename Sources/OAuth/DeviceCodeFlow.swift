@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 import Secrets
 
 /// `login --device`: the device-code flow (default over SSH and without a display).

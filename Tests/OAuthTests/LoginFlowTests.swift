@@ -1,6 +1,7 @@
 import Testing
 @testable import OAuth
 @testable import CredentialCore
+@testable import SystemRuntime
 @testable import Secrets
 import TestSupport
 
