@@ -22,7 +22,10 @@ let libsecretIncludes = [
 //   CredentialCore    <- Secrets                       the model: errors + exit codes, TokenDocument, JWT, JSON, clock
 //   SystemRuntime     <- CredentialCore, CSystemShims  what talks to the OS: files, locks, deadlines, signals, processes, console
 //   Stores            <- CredentialCore, SystemRuntime, Age, CLibSecret(Loader)   Secret Service, age file, auto selector
-//   OAuth             <- CredentialCore, SystemRuntime, Secrets, CCurlShim         issuer wire calls, sign-in flows, HTTP transport
+//   Transport         <- CredentialCore, SystemRuntime, Secrets, CCurlShim         HTTP types, libcurl, retries, loopback server
+//   OAuth             <- CredentialCore, Transport, Secrets                        the issuer's wire client
+//   UsageBackend      <- CredentialCore, OAuth, Transport, Secrets                 the backend's usage endpoint
+//   SignIn            <- CredentialCore, SystemRuntime, OAuth, Transport, Secrets  device code, browser, paste-back flows
 //   HelperProtocols   <- CredentialCore, Secrets       git and docker wire formats, Codex import, host rule
 //   AccessCache       <- CredentialCore, SystemRuntime, Secrets, CKeyring          the access cache in the kernel's user keyring
 //   Credentials       <- CredentialCore, SystemRuntime, Stores, OAuth the one owner of every change to a credential
@@ -66,7 +69,14 @@ let package = Package(
             dependencies: ["CredentialCore", "SystemRuntime", "Age", "Secrets", "CLibSecret", "CLibSecretLoader"],
             swiftSettings: [.unsafeFlags(libsecretIncludes.flatMap { ["-Xcc", "-I" + $0] })]
         ),
-        .target(name: "OAuth", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CCurlShim"]),
+        // The HTTP transport: request/response types, libcurl (dlopen()ed), retries, the loopback server.
+        .target(name: "Transport", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CCurlShim"]),
+        // The issuer's wire client: its calls, answers, configuration and constants, PKCE.
+        .target(name: "OAuth", dependencies: ["CredentialCore", "Transport", "Secrets"]),
+        // The ChatGPT backend's usage endpoint and its answer.
+        .target(name: "UsageBackend", dependencies: ["CredentialCore", "OAuth", "Transport", "Secrets"]),
+        // The terminal sign-in flows (device code, browser, paste-back); they report through a presenter.
+        .target(name: "SignIn", dependencies: ["CredentialCore", "SystemRuntime", "OAuth", "Transport", "Secrets"]),
         .target(name: "HelperProtocols", dependencies: ["CredentialCore", "Secrets"]),
         .target(name: "AccessCache", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CKeyring"]),
         .target(name: "Credentials", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "AccessCache"]),
@@ -74,7 +84,7 @@ let package = Package(
         .target(name: "Broker", dependencies: ["CredentialCore", "Secrets", "CSystemShims"]),
         .target(
             name: "CLI",
-            dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "HelperProtocols", "Credentials", "AccessCache", "Broker", "Secrets", "CSystemShims"]
+            dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "UsageBackend", "SignIn", "HelperProtocols", "Credentials", "AccessCache", "Broker", "Secrets", "CSystemShims"]
         ),
         // argv -> Invocation -> run -> exit code.
         .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "SystemRuntime", "Secrets", "CSystemShims"]),
@@ -87,7 +97,7 @@ let package = Package(
         .testTarget(name: "CredentialCoreTests", dependencies: ["CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "SystemRuntimeTests", dependencies: ["SystemRuntime", "CredentialCore", "Secrets"]),
         .testTarget(name: "StoresTests", dependencies: ["Stores", "CredentialCore", "SystemRuntime", "Age", "Secrets", "TestSupport"]),
-        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
+        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "Transport", "UsageBackend", "SignIn", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
         // Installs a seccomp filter on the calling thread, for the tests of a refused keyring.
         .target(name: "CSeccompTestSupport", path: "Tests/CSeccompTestSupport"),
         // Runs the built binary under that filter, for the end-to-end tests (never shipped).
@@ -95,10 +105,10 @@ let package = Package(
         .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "CSeccompTestSupport", "TestSupport"]),
         .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
-        .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "Transport", "UsageBackend", "SignIn", "HelperProtocols", "AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["CLI", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Age", "Secrets", "TestSupport", "chatgpt-credential", "seccomp-exec"],
+            dependencies: ["CLI", "Stores", "OAuth", "Transport", "HelperProtocols", "CredentialCore", "Age", "Secrets", "TestSupport", "chatgpt-credential", "seccomp-exec"],
             exclude: ["Fixtures"] // Python servers the tests start by path (Harness.repoRoot + "/Tests/EndToEndTests/Fixtures/…")
         ),
     ],
@@ -119,21 +129,21 @@ let fuzzTargets: [(name: String, fuzzes: [Target.Dependency])] = [
     ("age", ["Age"]),
     ("base64", []),
     ("clock", ["CredentialCore"]),
-    ("config", ["Age", "OAuth", "CredentialCore"]),
+    ("config", ["Age", "OAuth", "Transport", "CredentialCore"]),
     ("docker", ["HelperProtocols", "CredentialCore"]),
     ("git", ["HelperProtocols", "CredentialCore"]),
     ("hosts", ["HelperProtocols"]),
-    ("issuer", ["OAuth", "CredentialCore"]),
+    ("issuer", ["OAuth", "Transport", "CredentialCore"]),
     ("json", ["CredentialCore"]),
     ("jwt", ["CredentialCore"]),
-    ("loopback", ["OAuth", "CredentialCore"]),
-    ("pasteback", ["OAuth", "CredentialCore"]),
+    ("loopback", ["OAuth", "Transport", "SignIn", "CredentialCore"]),
+    ("pasteback", ["OAuth", "SignIn", "CredentialCore"]),
     ("token_document", ["CredentialCore", "HelperProtocols"]),
     ("token_import", ["HelperProtocols", "CredentialCore"]),
-    ("usage", ["CLI", "OAuth", "CredentialCore"]),
+    ("usage", ["CLI", "UsageBackend", "OAuth", "CredentialCore"]),
 ]
 if Context.environment["CHATGPT_CREDENTIAL_FUZZ"] == "1" {
-    let fuzz = [Target.target(name: "FuzzSupport", dependencies: ["CredentialCore", "OAuth", "Secrets"], path: "fuzz/Support")]
+    let fuzz = [Target.target(name: "FuzzSupport", dependencies: ["CredentialCore", "OAuth", "Transport", "Secrets"], path: "fuzz/Support")]
         + fuzzTargets.map { t in
             .executableTarget(
                 name: "fuzz-" + t.name, dependencies: ["FuzzSupport", "Secrets"] + t.fuzzes, path: "fuzz/targets/" + t.name,

@@ -2,6 +2,7 @@ import CredentialCore
 import SystemRuntime
 import Stores
 import OAuth
+import SignIn
 import HelperProtocols
 import Credentials
 import Secrets

@@ -1,5 +1,6 @@
 import CredentialCore
 import OAuth
+import UsageBackend
 #if canImport(Glibc)
 import Glibc
 #endif

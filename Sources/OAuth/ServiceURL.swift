@@ -16,7 +16,7 @@ public struct ServiceURL: Equatable, Sendable {
     public let isLoopback: Bool
 
     /// A URL already known to be valid (the built-in defaults).
-    init(validated: String, loopback: Bool) {
+    package init(validated: String, loopback: Bool) {
         baseURL = validated
         isLoopback = loopback
     }

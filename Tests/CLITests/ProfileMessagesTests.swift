@@ -1,6 +1,9 @@
 import Testing
 @testable import CLI
 @testable import OAuth
+@testable import SignIn
+@testable import UsageBackend
+@testable import Transport
 @testable import HelperProtocols
 @testable import CredentialCore
 import Secrets

@@ -1,5 +1,6 @@
 import Testing
 @testable import OAuth
+@testable import SignIn
 @testable import CredentialCore
 @testable import SystemRuntime
 @testable import Secrets

@@ -1,4 +1,5 @@
 import CredentialCore
+import OAuth
 import SystemRuntime
 import Secrets
 

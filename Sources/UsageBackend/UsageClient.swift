@@ -1,4 +1,6 @@
 import CredentialCore
+import OAuth
+import Transport
 import Secrets
 
 /// What the backend said to a usage request.

@@ -1,4 +1,6 @@
 import CredentialCore
+import OAuth
+import Transport
 import SystemRuntime
 import Secrets
 #if canImport(Glibc)
