@@ -90,7 +90,7 @@ let package = Package(
         .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "SystemRuntime", "Secrets", "CSystemShims"]),
 
         // Test doubles shared by the unit tests (never shipped).
-        .target(name: "TestSupport", dependencies: ["CredentialCore", "Stores", "OAuth", "Secrets"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "Secrets"], path: "Tests/TestSupport"),
         .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
         .testTarget(name: "AgeTests", dependencies: ["Age", "Secrets"],
                     exclude: ["age-cctv"]), // C2SP age vectors, read at run time via #filePath
