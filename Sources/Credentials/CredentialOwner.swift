@@ -16,8 +16,8 @@ package enum CredentialChange {
     case removed(from: CredentialStore)
 }
 
-/// The one owner of every change to a stored credential (SPEC "Changes to a credential: one
-/// owner"): `login`, `store`, `erase`, a refresh, marking a refresh token rejected, git's and
+/// The one owner of every change to a stored credential (ARCHITECTURE.md, "Rules of thumb"):
+/// `login`, `store`, `erase`, a refresh, marking a refresh token rejected, git's and
 /// docker's `erase`. Each takes the profile's lock, re-reads what is stored, decides, writes and
 /// releases. A write never replaces a document that changed since it was read under the lock:
 /// the writer compares the store's `version` first and decides again instead.

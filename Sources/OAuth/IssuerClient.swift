@@ -2,7 +2,8 @@ import CredentialCore
 import Transport
 import Secrets
 
-/// The issuer's wire protocol (shared/reference/issuer-wire.md). Every response is bounded in size,
+/// The issuer's wire protocol, as the Codex CLI speaks it (Tests/TestIssuer/test_issuer.py plays
+/// the issuer). Every response is bounded in size,
 /// must be JSON, and every token in it must be printable ASCII without spaces (`Sanitize.isTokenSafe`);
 /// vendor text is sanitized before it reaches a message. Methods throw only `CredentialError`.
 public struct IssuerClient {

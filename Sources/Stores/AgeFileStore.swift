@@ -6,7 +6,7 @@ import Secrets
 import Glibc
 #endif
 
-/// The encrypted-file store (SPEC "Stores"): one age v1 file per profile at
+/// The encrypted-file store (man page STORES): one age v1 file per profile at
 /// `$XDG_DATA_HOME/chatgpt-credential/NAME.age` (default `$HOME/.local/share/chatgpt-credential`),
 /// directory 0700, file 0600, readable by the `age` tool itself.
 ///

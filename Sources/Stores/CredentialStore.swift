@@ -21,7 +21,8 @@ public protocol CredentialStore: AnyObject {
     /// Every profile this store holds something for.
     func profiles() throws -> [String]
     /// Makes sure a secret of about `size` bytes can be written for the profile right now, before
-    /// anything irreversible happens (SPEC "Reserve before spend"): the file store reserves the
+    /// anything irreversible happens (reserve before spending: ARCHITECTURE.md, `get` step 5): the
+    /// file store reserves the
     /// room, the Secret Service must answer and be unlocked. Throws what a write would throw.
     func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite
     /// An opaque value that changes whenever the profile's stored secret changes, or nil when
