@@ -19,12 +19,16 @@ let libsecretIncludes = [
 // The module graph (ARCHITECTURE.md): each module imports only the ones listed as its dependencies.
 //   Secrets           <- CSodium                       SecretBytes; libsodium base64, SHA-256, randomness, compare
 //   Age               <- Secrets, CSodium               age v1 format and crypto (reusable on its own)
-//   CredentialCore    <- Secrets, CSystemShims          errors + exit codes, TokenDocument, JSON, files, locks, clock
-//   Stores            <- CredentialCore, Age, CLibSecret(Loader)   Secret Service, age file, auto selector
-//   OAuth             <- CredentialCore, Secrets, CCurlShim         issuer wire calls, sign-in flows, HTTP transport
+//   CredentialCore    <- Secrets                       the model: errors + exit codes, TokenDocument, JWT, JSON, clock
+//   SystemRuntime     <- CredentialCore, CSystemShims  what talks to the OS: files, locks, deadlines, signals, processes, console
+//   Stores            <- CredentialCore, SystemRuntime, Age, CLibSecret(Loader)   Secret Service, age file, auto selector
+//   Transport         <- CredentialCore, SystemRuntime, Secrets, CCurlShim         HTTP types, libcurl, retries, loopback server
+//   OAuth             <- CredentialCore, Transport, Secrets                        the issuer's wire client
+//   UsageBackend      <- CredentialCore, OAuth, Transport, Secrets                 the backend's usage endpoint
+//   SignIn            <- CredentialCore, SystemRuntime, OAuth, Transport, Secrets  device code, browser, paste-back flows
 //   HelperProtocols   <- CredentialCore, Secrets       git and docker wire formats, Codex import, host rule
-//   AccessCache       <- CredentialCore, Secrets, CKeyring         the access cache in the kernel's user keyring
-//   Credentials       <- CredentialCore, Stores, OAuth the one owner of every change to a credential;
+//   AccessCache       <- CredentialCore, SystemRuntime, Secrets, CKeyring          the access cache in the kernel's user keyring
+//   Credentials       <- CredentialCore, SystemRuntime, Stores, OAuth the one owner of every change to a credential;
 //                                                    re-exports the stores' read half (the write half is
 //                                                    @_spi(CredentialOwner), seen by CredentialTransaction only)
 //   Broker            <- CredentialCore, Secrets       the broker's socket, HTTP framing, peer check, client
@@ -60,46 +64,55 @@ let package = Package(
 
         .target(name: "Secrets", dependencies: ["CSodium"]),
         .target(name: "Age", dependencies: ["Secrets", "CSodium"]),
-        .target(name: "CredentialCore", dependencies: ["Secrets", "CSystemShims"]),
+        .target(name: "CredentialCore", dependencies: ["Secrets"]),
+        .target(name: "SystemRuntime", dependencies: ["CredentialCore", "Secrets", "CSystemShims"]),
         .target(
             name: "Stores",
-            dependencies: ["CredentialCore", "Age", "Secrets", "CLibSecret", "CLibSecretLoader"],
+            dependencies: ["CredentialCore", "SystemRuntime", "Age", "Secrets", "CLibSecret", "CLibSecretLoader"],
             swiftSettings: [.unsafeFlags(libsecretIncludes.flatMap { ["-Xcc", "-I" + $0] })]
         ),
-        .target(name: "OAuth", dependencies: ["CredentialCore", "Secrets", "CCurlShim"]),
+        // The HTTP transport: request/response types, libcurl (dlopen()ed), retries, the loopback server.
+        .target(name: "Transport", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CCurlShim"]),
+        // The issuer's wire client: its calls, answers, configuration and constants, PKCE.
+        .target(name: "OAuth", dependencies: ["CredentialCore", "Transport", "Secrets"]),
+        // The ChatGPT backend's usage endpoint and its answer.
+        .target(name: "UsageBackend", dependencies: ["CredentialCore", "OAuth", "Transport", "Secrets"]),
+        // The terminal sign-in flows (device code, browser, paste-back); they report through a presenter.
+        .target(name: "SignIn", dependencies: ["CredentialCore", "SystemRuntime", "OAuth", "Transport", "Secrets"]),
         .target(name: "HelperProtocols", dependencies: ["CredentialCore", "Secrets"]),
-        .target(name: "AccessCache", dependencies: ["CredentialCore", "Secrets", "CKeyring"]),
-        .target(name: "Credentials", dependencies: ["CredentialCore", "Stores", "OAuth", "AccessCache"]),
+        .target(name: "AccessCache", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CKeyring"]),
+        .target(name: "Credentials", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "AccessCache"]),
         // The broker's socket, HTTP/1.1 framing, peer check and client (no policy: the CLI answers).
-        .target(name: "Broker", dependencies: ["CredentialCore", "Secrets", "CSystemShims"]),
+        .target(name: "Broker", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CSystemShims"]),
         .target(
             name: "CLI",
-            dependencies: ["CredentialCore", "OAuth", "HelperProtocols", "Credentials", "AccessCache", "Broker", "Secrets", "CSystemShims"]
+            dependencies: ["CredentialCore", "SystemRuntime", "OAuth", "UsageBackend", "SignIn", "HelperProtocols", "Credentials", "AccessCache", "Broker", "Secrets", "CSystemShims"]
         ),
         // argv -> Invocation -> run -> exit code.
-        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "Secrets", "CSystemShims"]),
+        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "SystemRuntime", "Secrets", "CSystemShims"]),
 
         // Test doubles shared by the unit tests (never shipped).
-        .target(name: "TestSupport", dependencies: ["CredentialCore", "Stores", "OAuth", "Secrets"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "Secrets"], path: "Tests/TestSupport"),
         .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
         .testTarget(name: "AgeTests", dependencies: ["Age", "Secrets"],
                     exclude: ["age-cctv"]), // C2SP age vectors, read at run time via #filePath
         .testTarget(name: "CredentialCoreTests", dependencies: ["CredentialCore", "Secrets", "TestSupport"]),
-        .testTarget(name: "StoresTests", dependencies: ["Stores", "CredentialCore", "Age", "Secrets", "TestSupport"]),
-        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "SystemRuntimeTests", dependencies: ["SystemRuntime", "CredentialCore", "Secrets"]),
+        .testTarget(name: "StoresTests", dependencies: ["Stores", "CredentialCore", "SystemRuntime", "Age", "Secrets", "TestSupport"]),
+        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "Transport", "UsageBackend", "SignIn", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
         // Installs a seccomp filter on the calling thread, for the tests of a refused keyring.
         .target(name: "CSeccompTestSupport", path: "Tests/CSeccompTestSupport"),
         // Runs the built binary under that filter, for the end-to-end tests (never shipped).
         .executableTarget(name: "seccomp-exec", dependencies: ["CSeccompTestSupport"], path: "Tests/SeccompExec"),
-        .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "Secrets", "CSeccompTestSupport", "TestSupport"]),
+        .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "CSeccompTestSupport", "TestSupport"]),
         .testTarget(name: "BrokerClientTests", dependencies: ["Broker", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "BrokerServerTests", dependencies: ["Broker", "CredentialCore", "Secrets"]),
-        .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "HelperProtocols", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "Transport", "UsageBackend", "SignIn", "HelperProtocols", "AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["CLI", "Stores", "OAuth", "HelperProtocols", "CredentialCore", "Age", "Secrets", "TestSupport", "chatgpt-credential", "seccomp-exec"],
+            dependencies: ["CLI", "Stores", "OAuth", "Transport", "HelperProtocols", "CredentialCore", "SystemRuntime", "Age", "Secrets", "TestSupport", "chatgpt-credential", "seccomp-exec"],
             exclude: ["Fixtures"] // Python servers the tests start by path (Harness.repoRoot + "/Tests/EndToEndTests/Fixtures/…")
         ),
     ],
@@ -122,21 +135,21 @@ let fuzzTargets: [(name: String, fuzzes: [Target.Dependency])] = [
     ("broker_answer", ["Broker", "CLI", "OAuth", "CredentialCore"]),
     ("broker_request", ["Broker", "CredentialCore"]),
     ("clock", ["CredentialCore"]),
-    ("config", ["Age", "OAuth", "CredentialCore"]),
+    ("config", ["Age", "OAuth", "Transport", "CredentialCore"]),
     ("docker", ["HelperProtocols", "CredentialCore"]),
     ("git", ["HelperProtocols", "CredentialCore"]),
     ("hosts", ["HelperProtocols"]),
-    ("issuer", ["OAuth", "CredentialCore"]),
+    ("issuer", ["OAuth", "Transport", "CredentialCore"]),
     ("json", ["CredentialCore"]),
     ("jwt", ["CredentialCore"]),
-    ("loopback", ["OAuth", "CredentialCore"]),
-    ("pasteback", ["OAuth", "CredentialCore"]),
+    ("loopback", ["OAuth", "Transport", "SignIn", "CredentialCore"]),
+    ("pasteback", ["OAuth", "SignIn", "CredentialCore"]),
     ("token_document", ["CredentialCore", "HelperProtocols"]),
     ("token_import", ["HelperProtocols", "CredentialCore"]),
-    ("usage", ["CLI", "OAuth", "CredentialCore"]),
+    ("usage", ["CLI", "UsageBackend", "OAuth", "CredentialCore"]),
 ]
 if Context.environment["CHATGPT_CREDENTIAL_FUZZ"] == "1" {
-    let fuzz = [Target.target(name: "FuzzSupport", dependencies: ["CredentialCore", "OAuth", "Secrets"], path: "fuzz/Support")]
+    let fuzz = [Target.target(name: "FuzzSupport", dependencies: ["CredentialCore", "OAuth", "Transport", "Secrets"], path: "fuzz/Support")]
         + fuzzTargets.map { t in
             .executableTarget(
                 name: "fuzz-" + t.name, dependencies: ["FuzzSupport", "Secrets"] + t.fuzzes, path: "fuzz/targets/" + t.name,

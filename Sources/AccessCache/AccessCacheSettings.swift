@@ -1,12 +1,12 @@
 import CredentialCore
 
-/// Whether the access cache is used and how long an entry may be served (SPEC "Access cache",
+/// Whether the access cache is used and how long an entry may be served (man page ACCESS CACHE,
 /// `--no-cache`, `CHATGPT_CREDENTIAL_CACHE`, `CHATGPT_CREDENTIAL_CACHE_TTL`).
 public struct AccessCacheSettings: Sendable, Equatable {
     public static let defaultTTL: Int64 = 300
     public static let ttlRange: ClosedRange<Int64> = 1...3600
     /// An entry disappears this long before its access token expires: the refresh margin of
-    /// SPEC "Refresh", so a cached token is never one that `get` would refresh.
+    /// man page REFRESH, so a cached token is never one that `get` would refresh.
     public static let expiryMargin: Int64 = TokenDocument.refreshMargin
 
     /// Off: this process neither reads nor writes entries (a change it makes still removes the

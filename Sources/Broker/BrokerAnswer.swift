@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 import Secrets
 #if canImport(Glibc)
 import Glibc

@@ -3,6 +3,7 @@
 // else: no store, keyring, lock, cache or data directory, so it works in a sandbox that sees only
 // the socket. It never prints and decides no exit code (CredentialError.exitCode does).
 import CredentialCore
+import SystemRuntime
 import Secrets
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 
 /// The broker's protocol (man page BROKER): HTTP/1.1 GET requests on three paths, answered with
 /// JSON. Both halves read this: the server parses with it, the client builds its targets from it.

@@ -1,4 +1,6 @@
 import CredentialCore
+import SystemRuntime
+import UsageBackend
 import OAuth
 import HelperProtocols
 import Broker

@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 import HelperProtocols
 import Secrets
 #if canImport(Glibc)

@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 import OAuth
 import HelperProtocols
 import Credentials

@@ -1,10 +1,11 @@
 import CredentialCore
+import SystemRuntime
 import OAuth
 import HelperProtocols
 import Credentials
 import Secrets
 
-/// The output formats of `get` (SPEC "Verbs"): stdout carries only the answer. The answer is
+/// The output formats of `get` (man page, `get`): stdout carries only the answer. The answer is
 /// built in guarded memory, the tokens copied into it from their own buffers, and written to
 /// stdout from there (`Console.out(_: SecretBytes)`): no format turns a token into a String.
 public enum GetFormatter {

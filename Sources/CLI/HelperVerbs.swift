@@ -1,10 +1,11 @@
 import CredentialCore
+import SystemRuntime
 import OAuth
 import HelperProtocols
 import Credentials
 import Secrets
 
-/// The git and docker helper verbs (SPEC "git protocol", "docker protocol"). The wire formats
+/// The git and docker helper verbs (man page PROTOCOLS). The wire formats
 /// live in Protocol/; this file only connects them to the stores and the refresh coordinator.
 extension Runner {
     func gitHelper(_ g: GlobalOptions, verb word: String) throws -> Outcome {

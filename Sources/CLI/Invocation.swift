@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 import OAuth
 import HelperProtocols
 import Credentials
@@ -32,7 +33,7 @@ public struct GetOptions: Sendable, Equatable {
     public var minTTL: Int64 = TokenDocument.refreshMargin
     public var forceRefresh = false
     /// The --min-ttl the caller gave, if any: what a stored token must still satisfy to be printed
-    /// when a refresh fails. Without it, "not yet expired" is enough (SPEC "Refresh").
+    /// when a refresh fails. Without it, "not yet expired" is enough (man page REFRESH).
     public var requiredTTL: Int64?
     public init(format: OutputFormat = .token, minTTL: Int64 = TokenDocument.refreshMargin, forceRefresh: Bool = false, requiredTTL: Int64? = nil) {
         self.format = format; self.minTTL = minTTL; self.forceRefresh = forceRefresh; self.requiredTTL = requiredTTL

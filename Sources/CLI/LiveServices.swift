@@ -1,5 +1,6 @@
 import AccessCache
 import CredentialCore
+import SystemRuntime
 import OAuth
 import HelperProtocols
 import Credentials
@@ -12,6 +13,8 @@ import Glibc
 extension Services {
     public static func live(environment env: [String: String], console: Console) -> Services {
         let paths = Paths(environment: env)
+        // Read here, at the executable's edge: the file store is handed the setting, never the environment.
+        let passphraseFile = env["CHATGPT_CREDENTIAL_PASSPHRASE_FILE"]
         var services = Services(
             environment: env,
             paths: paths,
@@ -19,7 +22,10 @@ extension Services {
                 StoreSelector(
                     choice: g.store,
                     secretService: { SecretServiceStore(environment: env) },
-                    file: { AgeFileStore(environment: env, interactive: !g.nonInteractive) },
+                    file: {
+                        AgeFileStore(paths: paths, passphraseFile: passphraseFile,
+                                     prompt: g.nonInteractive ? nil : TerminalPassphrasePrompt())
+                    },
                     fileHolds: { profile in
                         // One lstat: whether the encrypted file exists decides where auto looks.
                         guard let path = paths.encryptedFile(for: profile) else { return false }

@@ -1,5 +1,7 @@
 import CredentialCore
+import SystemRuntime
 import OAuth
+import SignIn
 import HelperProtocols
 import Credentials
 import Secrets
@@ -58,21 +60,19 @@ extension Runner {
     private func runFlow(_ chosen: LoginMode, _ g: GlobalOptions, client: IssuerClient, interrupt: InterruptWatch?,
                          clipboard: Bool, keep: (TokenGrant) throws -> Void) throws {
         let env = services.environment
+        let prompts = SignInPrompts(console: console, clipboard: clipboard)
         switch chosen {
         case .device:
-            var flow = DeviceCodeFlow(client: client, console: console, interrupt: interrupt, profile: g.profile)
+            var flow = DeviceCodeFlow(client: client, presenter: prompts, interrupt: interrupt, profile: g.profile)
             flow.debug = { self.verbose(g, $0) }
-            flow.clipboard = clipboard
-            flow.width = console.errorWidth
             try flow.run(complete: keep)
         case .paste:
-            var flow = PasteBackFlow(client: client, console: console, interrupt: interrupt, nonInteractive: g.nonInteractive,
-                                     profile: g.profile)
-            flow.width = console.errorWidth
+            let flow = PasteBackFlow(client: client, console: console, presenter: prompts, interrupt: interrupt,
+                                     nonInteractive: g.nonInteractive, profile: g.profile)
             try flow.checkUsable()
             try flow.run(complete: keep)
         case .browser:
-            var flow = BrowserFlow(client: client, console: console, interrupt: interrupt, environment: env,
+            var flow = BrowserFlow(client: client, presenter: prompts, interrupt: interrupt, environment: env,
                                    openBrowser: !g.nonInteractive, profile: g.profile)
             flow.debug = { self.verbose(g, $0) }
             try flow.run(complete: keep)

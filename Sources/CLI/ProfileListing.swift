@@ -1,5 +1,6 @@
 import Credentials
 import CredentialCore
+import SystemRuntime
 
 /// Every profile found in either store (`status --all`, `usage --all`): one listing so that the
 /// verbs that act on all profiles agree on which ones there are.

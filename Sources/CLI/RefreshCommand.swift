@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 import Credentials
 
 /// `refresh [--all] [--if-idle DAYS]` (man page, `refresh` and KEEP AN IDLE SIGN-IN ALIVE): a

@@ -1,5 +1,6 @@
 import Broker
 import CredentialCore
+import SystemRuntime
 import Credentials
 import Secrets
 #if canImport(Glibc)

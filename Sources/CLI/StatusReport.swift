@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 import Credentials
 
 /// `status`: who is signed in, without secrets. `unusable` is the one decision both the text and

@@ -1,4 +1,6 @@
 import CredentialCore
+import SystemRuntime
+import Credentials
 #if canImport(Glibc)
 import Glibc
 #endif

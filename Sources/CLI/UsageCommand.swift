@@ -1,5 +1,7 @@
 import CredentialCore
+import SystemRuntime
 import OAuth
+import UsageBackend
 import Credentials
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,7 @@
 import CredentialCore
+import SystemRuntime
 import OAuth
+import UsageBackend
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,7 +1,7 @@
 import Secrets
 
 /// Every failure the library can report. Each case maps to exactly one exit code in
-/// `exitCode` below: that switch is the project's single exit-code table (see SPEC "Exit codes").
+/// `exitCode` below: that switch is the project's single exit-code table (man page EXIT STATUS).
 public enum CredentialError: Error, Equatable, Sendable {
     // 1: failure not covered below
     case failure(String)

@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 import Stores
 import OAuth
 
@@ -12,7 +13,7 @@ public struct FreshCredential {
     public var fromCache = false
 }
 
-/// Refreshing (SPEC "Refresh"): decide without the lock; when a refresh is due, take the lock,
+/// Refreshing (man page REFRESH): decide without the lock; when a refresh is due, take the lock,
 /// re-read (another process may have refreshed already), make sure the rotated document can be
 /// saved, refresh, persist, release, and only then hand out the new token. Refresh tokens are
 /// single-use: persisting before printing is what keeps a crash from logging the person out.

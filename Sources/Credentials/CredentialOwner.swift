@@ -22,8 +22,8 @@ package enum CredentialChange {
     case withdrawn
 }
 
-/// The one owner of every change to a stored credential (SPEC "Changes to a credential: one
-/// owner"): `login`, `store`, `erase`, a refresh, marking a refresh token rejected, git's and
+/// The one owner of every change to a stored credential (ARCHITECTURE.md, "Rules of thumb"):
+/// `login`, `store`, `erase`, a refresh, marking a refresh token rejected, git's and
 /// docker's `erase`. Each takes the profile's lock, re-reads what is stored, decides, writes and
 /// releases. Every change goes through a `CredentialTransaction`, which only the profile's
 /// exclusive lock makes: a write never replaces a document that changed since it was read under

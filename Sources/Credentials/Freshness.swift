@@ -1,6 +1,6 @@
 import CredentialCore
 
-/// What a caller needs of the access token (SPEC "Refresh"): at least `minTTL` seconds left
+/// What a caller needs of the access token (man page REFRESH): at least `minTTL` seconds left
 /// (never less than `TokenDocument.refreshMargin`), or a refresh now. `requiredTTL` is the --min-ttl the caller
 /// gave, if any: what a stored token must still satisfy to be printed when a refresh fails.
 /// Without it, "not yet expired" is enough.

@@ -1,9 +1,10 @@
 import CredentialCore
+import SystemRuntime
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// The shared transient outcome (SPEC "Refresh"). The process that met a transient failure
+/// The shared transient outcome (man page REFRESH). The process that met a transient failure
 /// records until when the issuer may be asked again (its Retry-After, else a short back-off) and
 /// why, in `NAME.backoff` beside the profile's lock; until then other processes do not call the
 /// issuer, they use that outcome at once. So a crowd of `get`s against a failing issuer costs one

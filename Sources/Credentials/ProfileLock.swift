@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -2,7 +2,7 @@ import CredentialCore
 import OAuth
 
 /// When a stored access token must be refreshed, and when one that could not be refreshed may
-/// still be printed (SPEC "Refresh"). Pure: no I/O, no clock of its own.
+/// still be printed (man page REFRESH). Pure: no I/O, no clock of its own.
 package enum RefreshPolicy {
     /// Refresh when the token expires within this many seconds (or `--min-ttl`, when longer).
     package static let margin = TokenDocument.refreshMargin

@@ -1,7 +1,7 @@
 import CredentialCore
 import Secrets
 
-/// The `store` verb's input (SPEC "Verbs"): one credential on stdin, at most 64 KiB, either Codex's
+/// The `store` verb's input (man page, `store`): one credential on stdin, at most 64 KiB, either Codex's
 /// `auth.json` or a bare token set such as the issuer's token response. Pure: no I/O of its own.
 public enum TokenImport {
     public static let maxBytes = 64 * 1024

@@ -1,7 +1,9 @@
 import CredentialCore
+import Transport
 import Secrets
 
-/// The issuer's wire protocol (shared/reference/issuer-wire.md). Every response is bounded in size,
+/// The issuer's wire protocol, as the Codex CLI speaks it (Tests/TestIssuer/test_issuer.py plays
+/// the issuer). Every response is bounded in size,
 /// must be JSON, and every token in it must be printable ASCII without spaces (`Sanitize.isTokenSafe`);
 /// vendor text is sanitized before it reaches a message. Methods throw only `CredentialError`.
 public struct IssuerClient {
@@ -256,7 +258,7 @@ public struct IssuerClient {
 
     /// The error code from `error` (a string), `error.code`, or a top-level `code`; sanitized,
     /// with every one of `secrets` cut out.
-    static func errorCode(_ json: JSONValue, redacting secrets: [SecretToken] = []) -> String? {
+    package static func errorCode(_ json: JSONValue, redacting secrets: [SecretToken] = []) -> String? {
         let raw = json["error"]?.stringValue ?? json["error"]?["code"]?.stringValue ?? json["code"]?.stringValue
         guard let raw else { return nil }
         let clean = Sanitize.line(redact(Sanitize.line(raw, limit: Int.max), secrets), limit: 80)
@@ -265,7 +267,7 @@ public struct IssuerClient {
 
     /// The human-readable message from `error_description`, `error.message` or `message`; sanitized,
     /// with every one of `secrets` cut out.
-    static func errorMessage(_ json: JSONValue, redacting secrets: [SecretToken] = []) -> String? {
+    package static func errorMessage(_ json: JSONValue, redacting secrets: [SecretToken] = []) -> String? {
         let raw = json["error_description"]?.stringValue ?? json["error"]?["message"]?.stringValue ?? json["message"]?.stringValue
         guard let raw else { return nil }
         let clean = Sanitize.line(redact(Sanitize.line(raw, limit: Int.max), secrets), limit: 200)
@@ -275,7 +277,7 @@ public struct IssuerClient {
     /// `text` with every occurrence of each secret replaced by `[redacted]`. Applied after control
     /// bytes are stripped (so a token split by them is still found) and before any truncation (so
     /// no prefix of a token survives a cut).
-    static func redact(_ text: String, _ secrets: [SecretToken]) -> String {
+    package static func redact(_ text: String, _ secrets: [SecretToken]) -> String {
         var out = text
         for secret in secrets where secret.count >= 8 {
             out = secret.cut(from: out, replacement: "[redacted]")

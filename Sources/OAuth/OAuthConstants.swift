@@ -2,7 +2,7 @@ import CredentialCore
 import Secrets
 
 /// Every wire constant of the ChatGPT OAuth issuer, in one place
-/// (see docs: shared/reference/issuer-wire.md; values as the Codex CLI sends them).
+/// (values as the Codex CLI sends them; Tests/TestIssuer/test_issuer.py plays the other side).
 public enum OAuthConstants {
     public static let defaultIssuer = "https://auth.openai.com"
     public static let issuerEnvironmentVariable = "CHATGPT_CREDENTIAL_ISSUER"
@@ -44,6 +44,6 @@ public enum OAuthConstants {
     public static let maxResponseBytes = 256 * 1024
     public static let connectTimeout: Double = 10
     public static let totalTimeout: Double = 30
-    /// Revocation is best effort and bounded (SPEC "erase").
+    /// Revocation is best effort and bounded (man page, `erase`).
     public static let revokeTimeout: Double = 10
 }

@@ -5,7 +5,7 @@ import Glibc
 #endif
 
 /// A base URL the tool may send a token to: the rule `CHATGPT_CREDENTIAL_ISSUER` and
-/// `CHATGPT_CREDENTIAL_BACKEND` share (SPEC "Global options"). Only `https://`, or `http://` to a
+/// `CHATGPT_CREDENTIAL_BACKEND` share (man page, Global options). Only `https://`, or `http://` to a
 /// loopback address (127.0.0.0/8, `[::1]`, `localhost`), is accepted; no user information, query
 /// or fragment. Anything else is a usage error (exit 2) naming the variable, raised before any
 /// network I/O.
@@ -16,7 +16,7 @@ public struct ServiceURL: Equatable, Sendable {
     public let isLoopback: Bool
 
     /// A URL already known to be valid (the built-in defaults).
-    init(validated: String, loopback: Bool) {
+    package init(validated: String, loopback: Bool) {
         baseURL = validated
         isLoopback = loopback
     }

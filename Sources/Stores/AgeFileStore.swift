@@ -1,11 +1,12 @@
 import CredentialCore
+import SystemRuntime
 import Age
 import Secrets
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// The encrypted-file store (SPEC "Stores"): one age v1 file per profile at
+/// The encrypted-file store (man page STORES): one age v1 file per profile at
 /// `$XDG_DATA_HOME/chatgpt-credential/NAME.age` (default `$HOME/.local/share/chatgpt-credential`),
 /// directory 0700, file 0600, readable by the `age` tool itself.
 ///
@@ -27,7 +28,8 @@ import Glibc
 ///
 /// The passphrase comes from the first line of the file named by
 /// `CHATGPT_CREDENTIAL_PASSPHRASE_FILE` (trailing LF or CRLF stripped; the file must not be
-/// accessible by group or others), or, when interactive, from a prompt on /dev/tty with echo off.
+/// accessible by group or others), or, when interactive, from the `PassphrasePrompt` the executable
+/// hands in (on /dev/tty with echo off): the store itself never opens a terminal.
 /// A prompted passphrase used for a write is first checked against the existing file, so a typo
 /// cannot re-encrypt the credential under a passphrase nobody knows; a passphrase from the file is
 /// authoritative (that is how the passphrase is changed).
@@ -39,26 +41,30 @@ public final class AgeFileStore: CredentialStore {
     public let directory: String?
     /// `…/chatgpt-credential/identity` under the config home, nil when neither XDG_CONFIG_HOME nor HOME is set.
     public let identityPath: String?
-    /// `CHATGPT_CREDENTIAL_PASSPHRASE_FILE`, when set and non-empty.
+    /// `CHATGPT_CREDENTIAL_PASSPHRASE_FILE`, when set and non-empty (the executable reads it).
     public let passphraseFile: String?
     public let interactive: Bool
 
     /// scrypt work factor for writes (tests lower it; reads accept up to `ageMaxScryptWorkFactor`).
     var scryptWorkFactor = 18
-    /// Reads a passphrase interactively; the default prompts on /dev/tty (tests replace it).
-    var promptPassphrase: (String) throws -> SecretBytes = AgeFileStore.promptOnTTY
+    /// Reads a passphrase interactively: the prompt handed in (tests replace it).
+    var promptPassphrase: (String) throws -> SecretBytes
     /// A passphrase that has decrypted a file (or came from the passphrase file) in this process;
     /// empty while there is none (an empty passphrase is never accepted).
     private var passphrase = SecretBytes()
 
     static let maxFileBytes = 1 << 20
 
-    public init(environment env: [String: String], interactive: Bool) {
-        let paths = Paths(environment: env)
+    /// `prompt`: how to ask for a passphrase; nil when nobody may be asked (`--non-interactive`).
+    public init(paths: Paths, passphraseFile: String?, prompt: PassphrasePrompt?) {
         directory = paths.dataDirectory
         identityPath = paths.identityFile
-        if let p = env["CHATGPT_CREDENTIAL_PASSPHRASE_FILE"], !p.isEmpty { passphraseFile = p } else { passphraseFile = nil }
-        self.interactive = interactive
+        self.passphraseFile = passphraseFile.flatMap { $0.isEmpty ? nil : $0 }
+        interactive = prompt != nil
+        promptPassphrase = { text in
+            guard let prompt else { throw CredentialError.storeUnavailable("no terminal to ask for the passphrase") }
+            return try prompt.passphrase(text)
+        }
     }
 
     // MARK: paths
@@ -319,41 +325,6 @@ public final class AgeFileStore: CredentialStore {
         guard !line.isEmpty else {
             throw CredentialError.storeUnavailable("the passphrase file \(file) is empty; put the passphrase on its first line")
         }
-        return line
-    }
-
-    /// Prompts on /dev/tty with echo off; the answer is read byte by byte straight into `SecretBytes`.
-    static func promptOnTTY(_ prompt: String) throws -> SecretBytes {
-        let fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw CredentialError.storeUnavailable(
-                "no terminal to ask for the passphrase; set CHATGPT_CREDENTIAL_PASSPHRASE_FILE to a file (mode 600) holding it")
-        }
-        defer { close(fd) }
-        var saved = termios()
-        let haveTermios = tcgetattr(fd, &saved) == 0
-        if haveTermios {
-            var quiet = saved
-            quiet.c_lflag &= ~tcflag_t(ECHO)
-            quiet.c_lflag |= tcflag_t(ICANON)
-            _ = tcsetattr(fd, TCSAFLUSH, &quiet)
-        }
-        defer {
-            if haveTermios { _ = tcsetattr(fd, TCSAFLUSH, &saved) }
-            _ = "\n".withCString { Glibc.write(fd, $0, 1) }
-        }
-        _ = prompt.withCString { Glibc.write(fd, $0, strlen($0)) }
-        var line = SecretBytes(capacity: 4096)
-        var ended = false
-        while !ended && line.count < 4096 {
-            line.append(upTo: 1) { room in
-                let n = Glibc.read(fd, room.baseAddress, 1)
-                if n < 0 && errno == EINTR { return 0 }
-                if n <= 0 || room[0] == 10 { ended = true; return 0 }
-                return 1
-            }
-        }
-        if line.count > 0, line.withUnsafeBytes({ $0[$0.count - 1] }) == 13 { line.truncate(to: line.count - 1) }
         return line
     }
 }

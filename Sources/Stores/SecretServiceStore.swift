@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 import Age
 import Secrets
 
@@ -7,7 +8,7 @@ internal import CLibSecret
 import Glibc
 #endif
 
-/// The freedesktop Secret Service (gnome-keyring, KeePassXC, …) through libsecret (SPEC "Stores").
+/// The freedesktop Secret Service (gnome-keyring, KeePassXC, …) through libsecret (man page STORES).
 ///
 /// One item per profile in the default collection, attributes exactly `service=chatgpt-credential`
 /// and `profile=NAME` (stable and non-secret, like git-credential-libsecret: anything that changes

@@ -22,7 +22,7 @@ public struct LocatedCredential {
     }
 }
 
-/// Picks the store for a profile (SPEC "Stores", auto). Reading under `auto` looks at the
+/// Picks the store for a profile (man page STORES, auto). Reading under `auto` looks at the
 /// encrypted file first — one stat — and otherwise asks the Secret Service, so `get` finds the
 /// credential wherever `login` put it and never consults a stale copy in the other store.
 /// A locked keyring with no file for the profile is reported as locked, and a Secret Service that
@@ -130,7 +130,8 @@ public final class StoreSelector {
     }
 
     /// Under `auto`, where a rotated document goes when saving it to `store` failed after the
-    /// issuer already rotated (SPEC "Reserve before spend"); nil for an explicit store.
+    /// issuer already rotated (reserve before spending: ARCHITECTURE.md, `get` step 5); nil for an
+    /// explicit store.
     public func fallback(for store: CredentialStore) -> CredentialStore? {
         choice == .auto ? counterpart(of: store) : nil
     }

@@ -1,6 +1,7 @@
 // The executable: argv → Invocation → Runner → exit code (or exec). No policy lives here.
 import CLI
 import CredentialCore
+import SystemRuntime
 import Secrets
 import CSystemShims
 #if canImport(Glibc)

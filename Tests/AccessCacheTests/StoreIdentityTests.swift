@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import AccessCache
 @testable import CredentialCore
+@testable import SystemRuntime
 
 /// The normalised store identities (man page ACCESS CACHE): every spelling of one bus or one
 /// encrypted file is one identity, and different stores stay different.

@@ -1,6 +1,7 @@
 import Testing
 @testable import CLI
 @testable import OAuth
+@testable import UsageBackend
 @testable import Broker
 @testable import CredentialCore
 

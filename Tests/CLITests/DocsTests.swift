@@ -4,6 +4,7 @@ import Testing
 @testable import Credentials
 @_spi(CredentialOwner) @testable import Stores
 @testable import OAuth
+@testable import UsageBackend
 @testable import HelperProtocols
 @testable import CredentialCore
 @testable import Secrets

@@ -1,6 +1,9 @@
 import Testing
 @testable import CLI
 @testable import OAuth
+@testable import SignIn
+@testable import UsageBackend
+@testable import Transport
 @testable import HelperProtocols
 @testable import CredentialCore
 import Secrets
@@ -79,7 +82,7 @@ import TestSupport
         let started = IssuerClient(config: try IssuerConfig("http://127.0.0.1:9"),
                                    transport: Canned(status: 200, body: #"{"device_auth_id":"da_1","user_code":"AB-CD","interval":0}"#),
                                    retry: .none)
-        var flow = DeviceCodeFlow(client: started, console: SilentConsole(), interrupt: nil, profile: work)
+        var flow = DeviceCodeFlow(client: started, presenter: SignInPrompts(console: SilentConsole()), interrupt: nil, profile: work)
         flow.lifetime = 0
         #expect(throws: CredentialError.loginFailed(
             "the device code expired before the sign-in was approved; nothing was stored; run 'chatgpt-credential --profile work login' again")) {

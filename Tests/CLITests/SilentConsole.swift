@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 import Secrets
 
 /// A console that prints nothing and reads nothing, for tests that need one.

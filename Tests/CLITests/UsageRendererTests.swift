@@ -4,6 +4,7 @@ import Glibc
 #endif
 @testable import CLI
 @testable import OAuth
+@testable import UsageBackend
 @testable import CredentialCore
 
 /// `usage` output: exact plain lines, the terminal's bars and colour, the style rules, JSON.

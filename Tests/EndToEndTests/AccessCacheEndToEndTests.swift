@@ -4,7 +4,7 @@ import Testing
 import Glibc
 #endif
 
-/// The access cache (SPEC "Access cache") through the built binary, read back with `keyctl`
+/// The access cache (man page ACCESS CACHE) through the built binary, read back with `keyctl`
 /// (keyutils), against the test issuer, real gnome-keyrings and a real seccomp filter.
 @Suite(.serialized) struct AccessCacheEndToEndTests {
     static let keyctl = "/usr/bin/keyctl"

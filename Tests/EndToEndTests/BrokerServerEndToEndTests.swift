@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import CredentialCore
+import SystemRuntime
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -119,7 +119,7 @@ import Glibc
     }
 
     /// A credential imported from Codex's auth.json is erased but not revoked: Codex may still
-    /// use the same session (SPEC `erase`), and erase says so.
+    /// use the same session (man page, `erase`), and erase says so.
     @Test func logoutOfACodexImportDoesNotRevoke() throws {
         let issuer = try TestIssuer()
         let sb = Sandbox()

@@ -113,7 +113,7 @@ import Glibc
         #expect(Hostile.isOneLine(r.stderr))
         #expect(r.stderr.contains("symbolic link"))
         // The store's own refusal: an access-cache entry from before the tampering would answer for
-        // up to its TTL (SPEC "Access cache"), so this get reads the store.
+        // up to its TTL (man page ACCESS CACHE), so this get reads the store.
         let g = s.run(["get"], env: ["CHATGPT_CREDENTIAL_CACHE": "off"])
         #expect(g.status == 5)
         #expect(g.stderr.contains("symbolic link"))

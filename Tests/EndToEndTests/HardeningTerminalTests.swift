@@ -88,7 +88,7 @@ import Glibc
             let r = s.run(["get", "-v"])
             #expect(r.status == 4, "\(r.stderr)")
             check(r, "get")
-            // The failure is shared (SPEC "Refresh"): a get right after it uses the recorded outcome,
+            // The failure is shared (man page REFRESH): a get right after it uses the recorded outcome,
             // whose text is stripped as well, without asking the issuer.
             let shared = s.run(["get", "-v"])
             #expect(shared.status == 4, "\(shared.stderr)")

@@ -3,6 +3,7 @@ import Testing
 @testable import CLI
 @_spi(CredentialOwner) @testable import Stores
 @testable import OAuth
+@testable import Transport
 @testable import CredentialCore
 #if canImport(Glibc)
 import Glibc

@@ -4,7 +4,7 @@ import Testing
 import Glibc
 #endif
 
-/// One owner for every change to a credential (SPEC "Changes to a credential: one owner"),
+/// One owner for every change to a credential (ARCHITECTURE.md, "Rules of thumb"),
 /// through the built binary against the test issuer and real keyrings: every case issue 12
 /// found on the old main, each failing there and passing here.
 @Suite(.serialized) struct OwnerEndToEndTests {
@@ -177,7 +177,7 @@ import Glibc
         #expect(w.run(["get"]).stdout == w.tokens.accessToken + "\n")
         kill(keyring.pid, SIGSTOP)
         // While its access-cache entry is valid, the token is served without asking the keyring
-        // (SPEC "Access cache"); the store itself is never read as "not signed in".
+        // (man page ACCESS CACHE); the store itself is never read as "not signed in".
         let cached = w.run(["get"], env: ["CHATGPT_CREDENTIAL_DBUS_TIMEOUT": "1"], timeout: 20)
         #expect(cached.status == 0 && cached.stdout == w.tokens.accessToken + "\n", "\(cached.stderr)")
         let env = ["CHATGPT_CREDENTIAL_DBUS_TIMEOUT": "1", "CHATGPT_CREDENTIAL_CACHE": "off"]

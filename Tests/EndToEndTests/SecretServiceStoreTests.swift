@@ -118,7 +118,7 @@ struct SecretServiceStoreTests {
             for op in ["read", "write", "delete", "profiles", "lookup"] {
                 let child = runStoreChild(op, profile: name, secret: "new", env: bus.env)
                 #expect(child.result.hasPrefix("error 5 keyringLocked "), "\(op): \(child.result) \(child.raw.stderr.suffix(800))")
-                #expect(child.result.contains("locked") && child.result.contains("gnome-keyring-daemon --unlock"), "\(op): \(child.result)")
+                #expect(child.result.contains("locked") && child.result.contains("gnome-keyring-daemon --replace --unlock"), "\(op): \(child.result)")
             }
             // A profile with no item at all is still "not found" on a locked keyring.
             #expect(runStoreChild("read", profile: uniqueProfile("absent"), env: bus.env).result == "nil")

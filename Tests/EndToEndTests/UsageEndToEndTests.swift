@@ -460,7 +460,7 @@ import Glibc
         let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         p.waitUntilExit()
         #expect(try w.counter("usage_requests") == 1)
-        // SPEC (get): a failed write to stdout is exit 1 with one line on stderr, never 0.
+        // man page, `get`: a failed write to stdout is exit 1 with one line on stderr, never 0.
         #expect(p.terminationStatus == 1)
         #expect(Hostile.isOneLine(stderr) && stderr.contains("cannot write to standard output"), "\(stderr)")
     }

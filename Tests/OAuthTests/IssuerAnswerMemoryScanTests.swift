@@ -3,6 +3,8 @@ import Glibc
 #endif
 import Testing
 @testable import OAuth
+@testable import UsageBackend
+@testable import Transport
 @testable import CredentialCore
 @testable import Secrets
 import TestSupport

@@ -1,22 +1,23 @@
 import Testing
 @testable import OAuth
+@testable import SignIn
 @testable import CredentialCore
+@testable import SystemRuntime
 @testable import Secrets
 import TestSupport
 
-/// Records what the flows print; `tty` says whether stderr is a terminal.
-final class RecordingConsole: Console {
-    var lines: [String] = []
-    let tty: Bool
-    init(tty: Bool = false) { self.tty = tty }
-    func out(_ text: String) { Issue.record("login must not write to stdout: \(text)") }
-    func out(_ secret: borrowing SecretBytes) { Issue.record("login must not write to stdout (\(secret.count) bytes)") }
-    func err(_ line: String) { lines.append(line) }
-    func readInput(limit: Int) throws -> SecretBytes { SecretBytes() }
-    func readSome(_ max: Int) throws -> [UInt8] { [] }
-    var stdinIsTerminal: Bool { false }
-    var stderrIsTerminal: Bool { tty }
-    var text: String { lines.joined(separator: "\n") }
+/// Records what the flows report (they never print: the CLI words it, see CLITests' SignInPromptTests).
+final class RecordingPresenter: SignInPresenter {
+    var deviceCodes: [(url: String, code: String, expiresIn: Double)] = []
+    var reminders: [Double] = []
+    var authorizeURLs: [(String, AuthorizeURLUse)] = []
+    var pasteRequests: [(callback: String, retry: PasteRetry?)] = []
+    var notices: [String] = []
+    func showDeviceCode(url: String, code: String, expiresIn seconds: Double) { deviceCodes.append((url, code, seconds)) }
+    func waiting(remaining seconds: Double) { reminders.append(seconds) }
+    func showAuthorizeURL(_ url: String, use: AuthorizeURLUse) { authorizeURLs.append((url, use)) }
+    func askForPastedAddress(callback: String, retry: PasteRetry?) { pasteRequests.append((callback, retry)) }
+    func notice(_ text: String) { notices.append(text) }
 }
 
 @Suite struct PastedAddressTests {
@@ -62,20 +63,18 @@ final class RecordingConsole: Console {
         return (IssuerClient(config: try IssuerConfig("http://127.0.0.1:9"), transport: t, retry: .none), t)
     }
 
-    @Test(arguments: [(false, false), (false, true), (true, false), (true, true)])
-    func clipboardOnlyWhenAskedOnATerminalAndOnlyTheCode(tty: Bool, asked: Bool) throws {
+    @Test func theCodeIsShownOnceThenExchangedWithTheDeviceRedirect() throws {
         let (c, t) = try client([usercode, pending, approved, .json(200, goodTokens)])
-        let console = RecordingConsole(tty: tty)
-        var flow = DeviceCodeFlow(client: c, console: console, interrupt: nil, profile: .default)
-        flow.clipboard = asked
+        let presenter = RecordingPresenter()
+        let flow = DeviceCodeFlow(client: c, presenter: presenter, interrupt: nil, profile: .default)
         let grant = try flow.run()
         #expect(grant.refreshToken == "rt_new")
-        let osc = "\u{1B}]52;c;" + Base64.encode(Array("ABCD-EFGH".utf8), alphabet: .standard, padded: true) + "\u{07}"
-        #expect(console.text.contains(osc) == (tty && asked))
-        if !tty { #expect(!console.text.contains("\u{1B}")) }
-        // The code is said once.
-        #expect(console.lines.filter { $0.contains("ABCD-EFGH") }.count == 1)
-        #expect(console.lines.contains { $0.hasSuffix("http://127.0.0.1:9/codex/device") })
+        // The code is shown once, with the page to enter it on.
+        #expect(presenter.deviceCodes.count == 1)
+        #expect(presenter.deviceCodes.first?.code == "ABCD-EFGH")
+        #expect(presenter.deviceCodes.first?.url == "http://127.0.0.1:9/codex/device")
+        #expect(presenter.deviceCodes.first?.expiresIn == OAuthConstants.deviceCodeLifetime)
+        #expect(presenter.notices.isEmpty && presenter.authorizeURLs.isEmpty)
         // Exchanged with the device redirect URI and the verifier from the poll answer.
         let body = String(decoding: t.requests.last?.body ?? [], as: UTF8.self)
         #expect(body.contains("redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fdeviceauth%2Fcallback"))
@@ -83,27 +82,10 @@ final class RecordingConsole: Console {
         #expect(body.contains("code=ac_1"))
     }
 
-    /// At 80 columns (and narrower) every line of the prompt fits and breaks at spaces.
-    @Test(arguments: [80, 60, 40])
-    func promptFitsTheWidth(_ width: Int) throws {
-        let (c, _) = try client([usercode, approved, .json(200, goodTokens)])
-        let console = RecordingConsole(tty: false)
-        var flow = DeviceCodeFlow(client: c, console: console, interrupt: nil, profile: .default)
-        flow.width = width
-        _ = try flow.run()
-        #expect(console.lines.count <= (width >= 80 ? 11 : 16), "\(console.lines.count) lines")
-        for line in console.lines where !line.hasPrefix("    ") { // the URL and code lines are verbatim
-            #expect(line.count <= width, "\(line.count) columns: \(line)")
-            #expect(!line.hasPrefix("chatgpt-credential:"))
-        }
-        let words = console.lines.filter { !$0.hasPrefix("    ") }.joined(separator: " ").split(separator: " ")
-        #expect(words.contains("one-time") && words.contains("approval"), "no word cut: \(words)")
-    }
-
     @Test func slowDownAddsToTheInterval() throws {
         let slow = ScriptedTransport.Outcome.json(400, #"{"error":"slow_down"}"#)
         let (c, _) = try client([usercode, slow, approved, .json(200, goodTokens)])
-        var flow = DeviceCodeFlow(client: c, console: RecordingConsole(), interrupt: nil, profile: .default)
+        var flow = DeviceCodeFlow(client: c, presenter: RecordingPresenter(), interrupt: nil, profile: .default)
         flow.slowDownStep = 0.3
         let start = Clock.monotonicMillis()
         _ = try flow.run()
@@ -113,7 +95,7 @@ final class RecordingConsole: Console {
     @Test func temporaryFailuresGiveUpAfterALimit() throws {
         let down = ScriptedTransport.Outcome.json(503, "{}")
         let (c, t) = try client([usercode, down, down, down])
-        var flow = DeviceCodeFlow(client: c, console: RecordingConsole(), interrupt: nil, profile: .default)
+        var flow = DeviceCodeFlow(client: c, presenter: RecordingPresenter(), interrupt: nil, profile: .default)
         flow.maxInterval = 0.01
         #expect(throws: CredentialError.temporary(
             "gave up polling for the device sign-in after 3 failed attempts (the issuer is unavailable (HTTP 503)); nothing was stored"
@@ -123,7 +105,7 @@ final class RecordingConsole: Console {
 
     @Test func lifetimeEndsPolling() throws {
         let (c, t) = try client([.json(200, #"{"device_auth_id":"da_1","user_code":"AB-CD","interval":1}"#), pending])
-        var flow = DeviceCodeFlow(client: c, console: RecordingConsole(), interrupt: nil, profile: .default)
+        var flow = DeviceCodeFlow(client: c, presenter: RecordingPresenter(), interrupt: nil, profile: .default)
         flow.lifetime = 0.2
         let start = Clock.monotonicMillis()
         #expect(throws: DeviceCodeFlow.expired(.default)) { try flow.run() }

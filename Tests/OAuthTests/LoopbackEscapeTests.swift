@@ -1,5 +1,6 @@
 import Testing
 @testable import OAuth
+@testable import Transport
 @testable import CredentialCore
 @testable import Secrets
 

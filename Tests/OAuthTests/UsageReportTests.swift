@@ -1,5 +1,7 @@
 import Testing
 @testable import OAuth
+@testable import UsageBackend
+@testable import Transport
 @testable import CredentialCore
 @testable import Secrets
 import TestSupport

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @_spi(CredentialOwner) @testable import Stores
 @testable import CredentialCore
+@testable import SystemRuntime
 @testable import Age
 @testable import Secrets
 import TestSupport

@@ -4,7 +4,7 @@
 Python 3 standard library only. Binds 127.0.0.1 on a free port (or --port), prints
 ``PORT=<n>`` as its first stdout line, and exits when its stdin closes or on SIGTERM.
 
-Wire endpoints (see shared/reference/issuer-wire.md):
+Wire endpoints (as the Codex CLI uses them):
   GET  /oauth/authorize                     scripted browser: 302 to redirect_uri?code=..&state=..
   POST /oauth/token                         authorization_code (PKCE S256) and refresh_token grants;
                                             refresh tokens rotate and are single-use, reuse is

@@ -1,5 +1,6 @@
 // A transport that answers every request with the same fuzzed response (issuer and usage targets).
 import OAuth
+import Transport
 
 package struct CannedTransport: HTTPTransport {
     package let status: Int

@@ -1,13 +1,13 @@
 import Secrets
 
-/// The stored credential: the same JSON document in every store (SPEC "Stores"). Its three
+/// The stored credential: the same JSON document in every store (man page STORES). Its three
 /// tokens are `SecretToken`s: bytes in guarded memory that every copy of the document shares
 /// (why a shared buffer and not a noncopyable document: see `SecretToken`). The other fields are
 /// names and times, ordinary values.
 public struct TokenDocument: Equatable, Sendable {
     public static let currentVersion = 1
     /// An access token is refreshed when it expires within this many seconds, or `--min-ttl` when
-    /// longer (SPEC "Refresh"); a cached one disappears this long before it expires. The one owner
+    /// longer (man page REFRESH); a cached one disappears this long before it expires. The one owner
     /// of the 300 s.
     public static let refreshMargin: Int64 = 300
     /// A credential whose last refresh is this old is refreshed whatever its expiry: sign-ins left

@@ -5,6 +5,7 @@
 @testable import CredentialCore
 import FuzzSupport
 @testable import OAuth
+@testable import Transport
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {

@@ -4,6 +4,7 @@
 @testable import CredentialCore
 import FuzzSupport
 @testable import OAuth
+@testable import Transport
 
 private let permanent = Set(OAuthConstants.permanentRefreshErrors)
 

@@ -3,6 +3,8 @@
 @testable import CredentialCore
 import FuzzSupport
 @testable import OAuth
+@testable import SignIn
+@testable import Transport
 
 private let listener: LoopbackListener = {
     do { return try LoopbackListener.bind(port: 0) } catch { fuzzFail("cannot bind 127.0.0.1:0: \(error)") }

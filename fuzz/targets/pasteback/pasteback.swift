@@ -2,6 +2,7 @@
 @testable import CredentialCore
 import FuzzSupport
 @testable import OAuth
+@testable import SignIn
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {

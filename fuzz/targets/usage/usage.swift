@@ -4,6 +4,7 @@
 import CredentialCore
 import FuzzSupport
 @testable import OAuth
+@testable import UsageBackend
 @testable import CLI
 
 private let now: Int64 = 1_800_000_000

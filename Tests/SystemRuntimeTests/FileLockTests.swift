@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import CredentialCore
+@testable import SystemRuntime
 @testable import Secrets
 
 @Suite struct FileLockTests {

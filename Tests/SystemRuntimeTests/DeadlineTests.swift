@@ -1,5 +1,6 @@
 import Testing
 import CredentialCore
+import SystemRuntime
 import Secrets
 #if canImport(Glibc)
 import Glibc

@@ -1,16 +1,21 @@
 import CredentialCore
+import OAuth
+import Transport
+import SystemRuntime
 import Secrets
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// `login --no-browser`: prints the authorize URL (redirect URI http://localhost:1455/auth/callback);
+/// `login --no-browser`: shows the authorize URL (through the presenter) (redirect URI http://localhost:1455/auth/callback);
 /// the person signs in in any browser, which then fails to load the localhost address; they paste
 /// that address here (from /dev/tty, or from stdin when stdin is not a terminal). The state is
 /// checked and the code exchanged.
 public struct PasteBackFlow {
     public var client: IssuerClient
+    /// Standard input, read when it is not a terminal (the pasted address piped in); never written.
     public var console: Console
+    public var presenter: SignInPresenter
     public var interrupt: InterruptWatch?
     public var nonInteractive: Bool
     /// The profile signing in: messages that say what to run name it.
@@ -18,12 +23,12 @@ public struct PasteBackFlow {
     public var timeout: Double = 15 * 60
     public static let maxLine = 8 * 1024
     public var port = OAuthConstants.browserCallbackPorts[0]
-    /// Columns to wrap the instructions at (the terminal's on stderr, else 80).
-    public var width = 80
 
-    public init(client: IssuerClient, console: Console, interrupt: InterruptWatch?, nonInteractive: Bool, profile: Profile) {
+    public init(client: IssuerClient, console: Console, presenter: SignInPresenter, interrupt: InterruptWatch?, nonInteractive: Bool,
+                profile: Profile) {
         self.client = client
         self.console = console
+        self.presenter = presenter
         self.interrupt = interrupt
         self.nonInteractive = nonInteractive
         self.profile = profile
@@ -59,12 +64,9 @@ public struct PasteBackFlow {
         let pkce = PKCE()
         let redirectURI = OAuthConstants.browserRedirectURI(port: port)
         let url = client.authorizeURL(redirectURI: redirectURI, pkce: pkce)
-        func say(_ text: String) { for line in TextWrap.lines(text, width: width) { console.err(line) } }
-        say("Open this address in a browser on any machine and sign in:")
-        console.err("")
-        console.err("    " + Sanitize.line(url, limit: 4096))
-        console.err("")
-        say("The browser then tries to open http://localhost:\(port)/auth/callback?code=…&state=… and shows an error page. Copy that whole address from the address bar, paste it here and press Enter:")
+        let callbackShape = "http://localhost:\(port)/auth/callback?code=…&state=…"
+        presenter.showAuthorizeURL(Sanitize.line(url, limit: 4096), use: .openAnywhereAndPasteBack)
+        presenter.askForPastedAddress(callback: callbackShape, retry: nil)
 
         // A bad paste (only the code, a truncated address, another sign-in's address) asks again,
         // a bounded number of times; the end of the input or Ctrl-C ends the sign-in.
@@ -87,7 +89,7 @@ public struct PasteBackFlow {
                 previous = e
                 let left = Self.maxAttempts - attempt
                 attempt += 1
-                say("\(Self.retryReason(e)); paste the address the browser ended on again (\(left) \(left == 1 ? "try" : "tries") left, Ctrl-C to stop):")
+                presenter.askForPastedAddress(callback: callbackShape, retry: PasteRetry(reason: Self.retryReason(e), triesLeft: left))
                 continue
             }
             if let problem = callback.refusal { throw problem }

@@ -1,3 +1,4 @@
+import CredentialCore
 import Secrets
 #if canImport(Glibc)
 import Glibc

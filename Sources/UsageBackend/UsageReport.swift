@@ -2,7 +2,7 @@ import CredentialCore
 import Secrets
 
 /// The answer of `GET $CHATGPT_CREDENTIAL_BACKEND/wham/usage`, normalised: the one reader of that
-/// wire format (shared/reference/issuer-wire.md "Usage and rate limits"; not a published API).
+/// wire format (as the Codex CLI reads it; not a published API).
 ///
 /// Every field is optional and unknown fields are ignored. A value of the wrong type or out of
 /// its plausible range (a negative or > 100 % share, a window of 0 s or over a year, a reset in

@@ -1,4 +1,7 @@
 import CredentialCore
+import OAuth
+import Transport
+import SystemRuntime
 import Secrets
 #if canImport(Glibc)
 import Glibc
@@ -6,11 +9,11 @@ import Glibc
 
 /// `login --browser`: PKCE with a loopback listener on 127.0.0.1:1455 (1457 when 1455 stays busy).
 /// The browser is opened with `$BROWSER` (one argument: the URL; no shell) or `xdg-open` when a
-/// display exists; the URL is always printed too. One successful callback ends the flow: the code
+/// display exists; the URL is always shown too (through the presenter). One successful callback ends the flow: the code
 /// is exchanged, `complete` stores the tokens, and only then is the success page served.
 public struct BrowserFlow {
     public var client: IssuerClient
-    public var console: Console
+    public var presenter: SignInPresenter
     public var interrupt: InterruptWatch?
     public var environment: [String: String]
     /// False with `--non-interactive`: the URL is printed, never opened.
@@ -24,10 +27,10 @@ public struct BrowserFlow {
     /// Told the port and redirect URI (for --verbose).
     public var debug: (String) -> Void = { _ in }
 
-    public init(client: IssuerClient, console: Console, interrupt: InterruptWatch?, environment: [String: String], openBrowser: Bool,
+    public init(client: IssuerClient, presenter: SignInPresenter, interrupt: InterruptWatch?, environment: [String: String], openBrowser: Bool,
                 profile: Profile) {
         self.client = client
-        self.console = console
+        self.presenter = presenter
         self.interrupt = interrupt
         self.environment = environment
         self.openBrowser = openBrowser
@@ -45,12 +48,8 @@ public struct BrowserFlow {
         let url = client.authorizeURL(redirectURI: redirectURI, pkce: pkce)
 
         var child: Spawned?
-        let p = "chatgpt-credential: "
         if openBrowser, let launcher = launchCommand() {
-            console.err(p + "opening the sign-in page in your browser; if it does not open, visit:")
-            console.err("")
-            console.err("    " + Sanitize.line(url, limit: 4096))
-            console.err("")
+            presenter.showAuthorizeURL(Sanitize.line(url, limit: 4096), use: .openingBrowser)
             // $BROWSER may list several programs separated by ':' (the old convention); the first
             // that starts wins. Each gets the URL as its single argument, without a shell.
             var problem: CredentialError?
@@ -61,15 +60,11 @@ public struct BrowserFlow {
                 }
                 if child != nil { debug("started \(program)"); break }
             }
-            if let problem { console.err(p + "could not open a browser (\(problem.message)); open the address above yourself") }
+            if let problem { presenter.notice("could not open a browser (\(problem.message)); open the address above yourself") }
         } else {
-            console.err(p + "open this address in a browser on this machine to sign in:")
-            console.err("")
-            console.err("    " + Sanitize.line(url, limit: 4096))
-            console.err("")
-            if !openBrowser { console.err(p + "(--non-interactive: no browser is opened)") }
+            presenter.showAuthorizeURL(Sanitize.line(url, limit: 4096), use: .openOnThisMachine(browserDisabled: !openBrowser))
         }
-        console.err(p + "waiting for the browser to come back to \(redirectURI) (Ctrl-C to cancel; gives up after \(Int(timeout / 60)) minutes)")
+        presenter.notice("waiting for the browser to come back to \(redirectURI) (Ctrl-C to cancel; gives up after \(Int(timeout / 60)) minutes)")
 
         var outcome: Result<Void, CredentialError>?
         let deadline = Clock.monotonicMillis() + Int64(timeout * 1000)
@@ -80,7 +75,7 @@ public struct BrowserFlow {
             case .exited(0): child = nil
             case .exited(let code):
                 child = nil
-                console.err(p + "the browser command exited with status \(code); open the address above yourself")
+                presenter.notice("the browser command exited with status \(code); open the address above yourself")
             case .signalled:
                 child = nil
             }

@@ -1,3 +1,4 @@
+import CredentialCore
 import Secrets
 #if canImport(Glibc)
 import Glibc
@@ -8,7 +9,7 @@ import Glibc
 /// the deadline passes the watchdog runs `onTimeout` (e.g. to cancel a GCancellable so the work
 /// unwinds).
 public enum Deadline {
-    /// The deadline for Secret Service calls, in seconds (SPEC "Stores"): 30 s when stdin or
+    /// The deadline for Secret Service calls, in seconds (man page STORES): 30 s when stdin or
     /// stderr is a terminal (a person may be answering an unlock prompt), 3 s otherwise (gh's
     /// value: scripts must not hang on a D-Bus activation that never completes).
     /// `CHATGPT_CREDENTIAL_DBUS_TIMEOUT` in `environment` (seconds, decimal, > 0) overrides both;

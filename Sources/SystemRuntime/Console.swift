@@ -1,3 +1,4 @@
+import CredentialCore
 import Secrets
 
 /// The process's standard streams as the library sees them. The executable provides the real

@@ -1,5 +1,6 @@
 import Testing
 @testable import CredentialCore
+@testable import SystemRuntime
 #if canImport(Glibc)
 import Glibc
 #endif

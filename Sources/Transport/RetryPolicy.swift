@@ -4,7 +4,7 @@ import Secrets
 import Glibc
 #endif
 
-/// Retries of one idempotent-enough call (SPEC "Refresh": transient failures are retried with
+/// Retries of one idempotent-enough call (man page REFRESH: transient failures are retried with
 /// backoff and jitter within a bounded total).
 ///
 /// Retried: HTTP 5xx, 429 (waiting `Retry-After` when it is at most `maxRetryAfter`, else giving

@@ -75,7 +75,8 @@ public protocol RetryableAnswer: ~Copyable {
     func header(_ name: String) -> String?
 }
 
-public struct HTTPResponse: ~Copyable, Sendable, RetryableAnswer {
+// @frozen: its clients in other modules take the body out of it (partial consumption).
+@frozen public struct HTTPResponse: ~Copyable, Sendable, RetryableAnswer {
     public var status: Int
     /// The response headers the client uses (`retry-after`, `content-type`, `location`), names lower-cased.
     public var headers: [String: String]

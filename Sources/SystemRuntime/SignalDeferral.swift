@@ -1,3 +1,4 @@
+import CredentialCore
 import CSystemShims
 #if canImport(Glibc)
 import Glibc

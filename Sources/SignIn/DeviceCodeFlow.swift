@@ -1,13 +1,15 @@
 import CredentialCore
+import OAuth
+import SystemRuntime
 import Secrets
 
 /// `login --device`: the device-code flow (default over SSH and without a display).
-/// Shows the verification page and the user code on stderr, polls the issuer at its interval
+/// Shows the verification page and the user code (through the presenter), polls the issuer at its interval
 /// (backing off on slow_down/429), and exchanges the approved code with the verifier from the
 /// poll answer at ISSUER/deviceauth/callback. Ctrl-C, expiry and refusal end it with nothing stored.
 public struct DeviceCodeFlow {
     public var client: IssuerClient
-    public var console: Console
+    public var presenter: SignInPresenter
     public var interrupt: InterruptWatch?
     /// The profile signing in: messages that say what to run name it.
     public var profile: Profile
@@ -22,14 +24,10 @@ public struct DeviceCodeFlow {
     public var reminderEvery: Double = 5 * 60
     /// Diagnostics for --verbose.
     public var debug: (String) -> Void = { _ in }
-    /// Offer the code to the terminal's clipboard (OSC 52): `login --clipboard`.
-    public var clipboard = false
-    /// Columns to wrap the prompt at (the terminal's on stderr, else 80).
-    public var width = 80
 
-    public init(client: IssuerClient, console: Console, interrupt: InterruptWatch?, profile: Profile) {
+    public init(client: IssuerClient, presenter: SignInPresenter, interrupt: InterruptWatch?, profile: Profile) {
         self.client = client
-        self.console = console
+        self.presenter = presenter
         self.interrupt = interrupt
         self.profile = profile
     }
@@ -50,7 +48,8 @@ public struct DeviceCodeFlow {
     public func run(complete: (TokenGrant) throws -> Void) throws {
         let device = try client.requestDeviceCode(for: profile)
         let lifetime = min(self.lifetime, device.expiresIn.map(Double.init) ?? self.lifetime)
-        show(device, lifetime: lifetime)
+        presenter.showDeviceCode(url: Sanitize.line(device.verificationURL, limit: 2048),
+                                 code: Sanitize.line(device.userCode, limit: 64), expiresIn: lifetime)
         let start = Clock.monotonicMillis()
         let deadline = start + Int64(lifetime * 1000)
         var nextReminder = start + Int64(reminderEvery * 1000)
@@ -63,8 +62,7 @@ public struct DeviceCodeFlow {
             if !Waiter.sleep(pause, interrupt: interrupt) { throw InterruptWatch.cancelled }
             if Clock.monotonicMillis() >= deadline { throw Self.expired(profile) }
             if Clock.monotonicMillis() >= nextReminder {
-                let left = Double(deadline - Clock.monotonicMillis()) / 1000
-                console.err("chatgpt-credential: still waiting for approval; the code expires in \(Self.duration(left))")
+                presenter.waiting(remaining: Double(deadline - Clock.monotonicMillis()) / 1000)
                 nextReminder += Int64(reminderEvery * 1000)
             }
             let answer: DevicePoll
@@ -99,49 +97,6 @@ public struct DeviceCodeFlow {
                 return
             }
         }
-    }
-
-    /// The prompt: the page, the code once (bold on a terminal), and one warning, wrapped at
-    /// spaces to `width`; no per-line program prefix, as gh and codex show theirs. The code goes
-    /// to the terminal's clipboard (OSC 52) only when asked (`login --clipboard`) and only when
-    /// stderr is a terminal (a log file must not carry escapes).
-    func show(_ device: DeviceCode, lifetime: Double) {
-        let url = Sanitize.line(device.verificationURL, limit: 2048)
-        let code = Sanitize.line(device.userCode, limit: 64)
-        var shown = code
-        var copied = false
-        if console.stderrIsTerminal {
-            shown = "\u{1B}[1m" + code + "\u{1B}[0m" // bold; our own escape, the code itself is checked
-            if clipboard {
-                shown += "\u{1B}]52;c;" + Base64.encode(Array(code.utf8), alphabet: .standard, padded: true) + "\u{07}"
-                copied = true
-            }
-        }
-        func say(_ text: String) { for line in TextWrap.lines(text, width: width) { console.err(line) } }
-        say("To sign in, open this page in a browser on any device:")
-        console.err("")
-        console.err("    " + url)
-        console.err("")
-        say("and enter this one-time code\(copied ? " (also offered to your terminal's clipboard)" : ""):")
-        console.err("")
-        console.err("    " + shown)
-        console.err("")
-        say("Never share this code: whoever enters it signs in as you. Enter it only on \(host(of: url)).")
-        say("The code expires in \(Self.duration(lifetime)); waiting for approval (Ctrl-C to cancel).")
-    }
-
-    /// "15 minutes", "1 minute", "45 seconds".
-    static func duration(_ seconds: Double) -> String {
-        let s = max(0, Int(seconds.rounded()))
-        if s < 60 { return "\(s) second\(s == 1 ? "" : "s")" }
-        let m = s / 60
-        return "\(m) minute\(m == 1 ? "" : "s")"
-    }
-
-    private func host(of url: String) -> String {
-        guard let r = url.firstRange(of: "://") else { return url }
-        let rest = url[r.upperBound...]
-        return String(rest.prefix { $0 != "/" })
     }
 }
 

@@ -1,4 +1,6 @@
 import CredentialCore
+import OAuth
+import Transport
 import Secrets
 
 /// What the backend said to a usage request.
@@ -8,8 +10,8 @@ public enum UsageAnswer: Equatable, Sendable {
     case unauthorized
 }
 
-/// `GET $CHATGPT_CREDENTIAL_BACKEND/wham/usage` (shared/reference/issuer-wire.md "Usage and rate
-/// limits"). Bounded like `IssuerClient`: connect and total timeouts, a response size limit, no
+/// `GET $CHATGPT_CREDENTIAL_BACKEND/wham/usage` (man page, `usage`; the answer as the Codex CLI
+/// reads it). Bounded like `IssuerClient`: connect and total timeouts, a response size limit, no
 /// redirects, retries of 5xx, 429 (a `Retry-After` of at most `retry.maxRetryAfter`) and network
 /// errors within `retry`'s budget. Throws only `CredentialError`: `.temporary` (exit 4) for an
 /// unreachable or failing backend and for an answer that is not a JSON object (a proxy, a captive

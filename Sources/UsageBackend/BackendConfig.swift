@@ -1,4 +1,5 @@
 import CredentialCore
+import OAuth
 import Secrets
 
 /// The ChatGPT backend's base URL: `CHATGPT_CREDENTIAL_BACKEND`, default
