@@ -74,8 +74,18 @@ public final class Runner {
             // docker's helpers report errors on stdout (docker-credential-helpers convention).
             try? console.out(e.message + "\n")
         case .plain, .git:
-            console.err("chatgpt-credential: " + e.message)
+            console.err("chatgpt-credential: " + e.message + profileHint(e, g))
         }
+    }
+
+    /// A mistyped `--profile` (man page DESCRIPTION, typos): when a named profile is not signed
+    /// in but one whose name is a typo away is, say so. Only for a profile other than `default`,
+    /// and only on this error path, where listing the stores costs nothing that matters.
+    func profileHint(_ e: CredentialError, _ g: GlobalOptions) -> String {
+        guard case .notSignedIn(let name) = e, name != Profile.default.name, g.broker == nil else { return "" }
+        let others = everyProfile(g).names.map(\.name).filter { $0 != name }
+        guard let meant = Suggestion.closest(to: name, among: others) else { return "" }
+        return "; did you mean '--profile \(meant)'?"
     }
 
     func verbose(_ g: GlobalOptions, _ line: @autoclosure () -> String) {

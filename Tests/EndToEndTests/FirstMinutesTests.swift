@@ -55,3 +55,21 @@ extension FirstMinutesTests {
         #expect(firstLine(80) == "chatgpt-credential — ChatGPT sign-in and fresh bearer tokens for scripts and")
     }
 }
+
+extension FirstMinutesTests {
+    /// `--profile wrok` with `work` signed in: still exit 3, and the line names the profile meant.
+    @Test func aMistypedProfileNamesTheOneMeant() throws {
+        let issuer = try TestIssuer()
+        let s = Sandbox(bus: .none, store: "file")
+        _ = try s.storeSeeded(issuer, profile: "work")
+        let r = s.run(["--profile", "wrok", "get"])
+        #expect(r.status == 3, "\(r.stderr)")
+        #expect(r.stdout.isEmpty)
+        #expect(r.stderr == "chatgpt-credential: profile 'wrok' is not signed in; run: chatgpt-credential --profile wrok login; did you mean '--profile work'?\n")
+        // Nothing close: no suggestion.
+        let far = s.run(["--profile", "elsewhere", "get"])
+        #expect(far.status == 3 && !far.stderr.contains("did you mean"), "\(far.stderr)")
+        // The suggestion works when followed.
+        #expect(s.run(["--profile", "work", "get"]).status == 0)
+    }
+}

@@ -3,8 +3,9 @@ import FuzzSupport
 @testable import HelperProtocols
 
 /// The documented rule, written differently: [name][:port], name = labels of [A-Za-z0-9-]{1,63}
-/// joined by '.', optional trailing '.', ≤ 253 bytes; port 1-65535, 1-5 digits; then
-/// chatgpt.com, *.chatgpt.com or api.openai.com, case-insensitively.
+/// joined by '.', optional trailing '.', ≤ 253 bytes; a port, when given, is HTTPS's default (1-5
+/// digits whose value is 443: another port is another server); then chatgpt.com, *.chatgpt.com or
+/// api.openai.com, case-insensitively.
 private func reference(_ host: String) -> Bool {
     let b = Array(host.utf8)
     guard !b.isEmpty, b.count <= 300 else { return false }
@@ -12,7 +13,7 @@ private func reference(_ host: String) -> Bool {
     if let c = b.lastIndex(of: 58) {
         let port = b[(c + 1)...]
         guard port.count >= 1, port.count <= 5, port.allSatisfy({ (48...57).contains($0) }),
-              let p = Int(String(decoding: port, as: UTF8.self)), p >= 1, p <= 65535 else { return false }
+              let p = Int(String(decoding: port, as: UTF8.self)), p == 443 else { return false }
         name = b[..<c]
     }
     if name.last == 46 { name = name.dropLast() }
