@@ -191,15 +191,8 @@ extension Runner {
             }
             return .exit(0)
         } catch let e as CredentialError {
-            // docker-credential-helpers report every error on stdout with exit status 1.
-            try? console.out(e.message + "\n")
-            return .exit(1)
+            return dockerFailure(e)
         }
-    }
-
-    private func dockerNotFound() -> Outcome {
-        try? console.out(DockerCredentialProtocol.notFoundOutput)
-        return .exit(1)
     }
 }
 

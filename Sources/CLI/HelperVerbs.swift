@@ -45,31 +45,37 @@ extension Runner {
                 _ = try DockerStoreRequest.parse(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
             case .get:
                 let url = try DockerCredentialProtocol.parseServerURL(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
-                guard DockerCredentialProtocol.isChatGPTServer(url) else { return notFound() }
+                guard DockerCredentialProtocol.isChatGPTServer(url) else { return dockerNotFound() }
                 do {
                     let fresh = try freshCredential(g, GetOptions())
                     try console.out(try DockerCredentialProtocol.getAnswer(serverURL: url, document: fresh.document, profile: g.profile))
                 } catch CredentialError.notSignedIn {
-                    return notFound()
+                    return dockerNotFound()
                 }
             case .erase:
                 let url = try DockerCredentialProtocol.parseServerURL(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
-                guard DockerCredentialProtocol.isChatGPTServer(url) else { return notFound() }
+                guard DockerCredentialProtocol.isChatGPTServer(url) else { return dockerNotFound() }
                 // docker logout means log out.
-                guard try eraseEverywhere(g, revoke: true) else { return notFound() }
+                guard try eraseEverywhere(g, revoke: true) else { return dockerNotFound() }
             case .list:
                 let found = try owner(g).locate()
                 try console.out(DockerCredentialProtocol.listAnswer(accountId: found?.document.accountId))
             }
             return .exit(0)
         } catch let e as CredentialError {
-            // docker-credential-helpers report every error on stdout with exit status 1.
-            try? console.out(e.message + "\n")
-            return .exit(1)
+            return dockerFailure(e)
         }
     }
 
-    private func notFound() -> Outcome {
+    /// docker-credential-helpers report every error on stdout with exit status 1 (here and in
+    /// client mode).
+    func dockerFailure(_ e: CredentialError) -> Outcome {
+        try? console.out(e.message + "\n")
+        return .exit(1)
+    }
+
+    /// docker's "no credential for this server" (here and in client mode).
+    func dockerNotFound() -> Outcome {
         try? console.out(DockerCredentialProtocol.notFoundOutput)
         return .exit(1)
     }
