@@ -103,9 +103,7 @@ public final class Runner {
             try console.out("\(CommandLineSpec.programName) \(CommandLineSpec.version)\n")
             return .exit(0)
         case .get(let options):
-            let fresh = try freshCredential(g, options)
-            try console.out(try GetFormatter.format(fresh.document, options.format, profile: g.profile))
-            return .exit(0)
+            return try get(g, options)
         case .status(let json, let all):
             return try status(g, json: json, all: all)
         case .erase(let revoke):
@@ -113,12 +111,7 @@ public final class Runner {
         case .usage(let json, let all):
             return try usage(g, json: json, all: all)
         case .exec(let argv):
-            let fresh = try freshCredential(g, GetOptions())
-            var env = services.environment
-            // EDGE: exec's environment; setenv(3) and the child need the token as a C string.
-            env["CHATGPT_ACCESS_TOKEN"] = fresh.document.accessToken.unsafeString()
-            env["CHATGPT_ACCOUNT_ID"] = fresh.document.accountId
-            return .replaceProcess(argv: argv, environment: env)
+            return try exec(g, argv)
         case .refresh(let all, let days):
             return try refresh(g, all: all, ifIdleDays: days)
         case .login(let mode, let clipboard):
@@ -167,121 +160,5 @@ public final class Runner {
         if let notice = StoreSelector.volatileWriteNotice(after: store) { console.err("chatgpt-credential: " + notice) }
         verbose(g, "stored profile \(g.profile.name) in \(store.location(for: g.profile))")
         return store
-    }
-
-    // MARK: store
-
-    func store(_ g: GlobalOptions, fromCodex: String??) throws -> Outcome {
-        let input: SecretBytes
-        switch fromCodex {
-        case .none:
-            if console.stdinIsTerminal { console.err("chatgpt-credential: paste the credential JSON, then press Ctrl-D") }
-            input = try console.readInput(limit: TokenImport.maxBytes)
-        case .some(let path):
-            let codex = try codexCredential(path: path, g)
-            input = codex.secret
-            console.err("chatgpt-credential: reading Codex's credential from \(codex.source)")
-        }
-        let imported = try TokenImport.parse(input, profile: g.profile, now: services.now())
-        var d = imported.document
-        let fromCodexFile = imported.format == .codexAuthFile || fromCodex != nil
-        // Codex may still hold the same session: erase must not revoke it.
-        if fromCodexFile { d.importedFrom = "codex" }
-        let store = try saveNewCredential(d, g)
-        console.err("chatgpt-credential: stored the credential for \(Sanitize.line(d.email.isEmpty ? "unknown email" : d.email)), account \(Sanitize.line(d.accountId)) in \(store.location(for: g.profile))")
-        if fromCodexFile { console.err("chatgpt-credential: " + CodexAuthFile.sharedRefreshTokenWarning) }
-        return .exit(0)
-    }
-
-    // MARK: status
-
-    /// Exit 0 when `get` would succeed without a new sign-in, 3 when it would not, 5 when a store
-    /// could not be read. With `all`: 5 when a store could not be read, else 3 when no profile
-    /// is usable, else 0. Text and JSON say the same.
-    func status(_ g: GlobalOptions, json: Bool, all: Bool) throws -> Outcome {
-        let now = services.now()
-        if all { return try statusOfAll(g, json: json, now: now) }
-        let owner = owner(g)
-        if let (kind, document) = owner.cached() {
-            var report = StatusReport(profile: g.profile.name, store: kind, document: document, now: now)
-            report.fromCache = true
-            report.collection = collection(of: g.profile, in: services.makeSelector(g).store(of: kind))
-            try console.out(json ? JSON.serialize(report.json()) + "\n" : report.text())
-            return .exit(0)
-        }
-        let located: LocatedCredential?
-        do {
-            located = try owner.locate()
-        } catch let e as CredentialError {
-            if json { try console.out(JSON.serialize(StatusReport(profile: g.profile.name, store: nil, problem: e).json()) + "\n") }
-            throw e
-        }
-        guard let located else {
-            if json { try console.out(JSON.serialize(StatusReport(profile: g.profile.name, store: nil, problem: .notSignedIn(profile: g.profile.name)).json()) + "\n") }
-            throw CredentialError.notSignedIn(profile: g.profile.name)
-        }
-        var report = StatusReport(profile: g.profile.name, store: located.store.kind, document: located.document, now: now)
-        report.collection = collection(of: g.profile, in: located.store)
-        try console.out(json ? JSON.serialize(report.json()) + "\n" : report.text())
-        if let problem = report.unusable { throw problem }
-        return .exit(0)
-    }
-
-    /// Which Secret Service collection holds the profile's item (one more SearchItems), or nil
-    /// for another store or when it cannot be told: `status` names it because a collection that
-    /// lives only in memory loses the credential when the keyring daemon restarts.
-    private func collection(of profile: Profile, in store: CredentialStore) -> String? {
-        guard let secretService = store as? SecretServiceStore else { return nil }
-        return try? secretService.collection(of: profile)
-    }
-
-    private func statusOfAll(_ g: GlobalOptions, json: Bool, now: Int64) throws -> Outcome {
-        let listing = everyProfile(g)
-        let problems = listing.problems
-        var entries: [StatusReport] = []
-        for (profile, kind) in listing.found {
-            let name = profile.name
-            var g2 = g
-            g2.profile = profile
-            g2.store = kind == .file ? .file : .secretService
-            do {
-                if let located = try services.makeSelector(g2).locate(profile) {
-                    var entry = StatusReport(profile: name, store: located.store.kind, document: located.document, now: now)
-                    entry.collection = collection(of: profile, in: located.store)
-                    entries.append(entry)
-                }
-            } catch let e as CredentialError {
-                entries.append(StatusReport(profile: name, store: kind, problem: e))
-            }
-        }
-        for i in entries.indices { entries[i].isDefault = entries[i].profile == g.profile.name }
-        for p in problems { console.err("chatgpt-credential: " + p.message) }
-        if !json {
-            // The table's STATUS says `locked` or `unreadable`; the reason is one stderr line each.
-            for e in entries { if let p = e.problem, p.exitCode == 5 { console.err("chatgpt-credential: \(e.profile): " + p.message) } }
-        }
-        try console.out(json ? StatusReport.jsonList(entries) : StatusReport.textList(entries, storesUnreadable: !problems.isEmpty, defaultProfile: g.profile.name))
-        if let first = problems.first ?? entries.compactMap(\.problem).first(where: { $0.exitCode == 5 }) { return .exit(first.exitCode) }
-        return .exit(entries.contains { $0.unusable == nil } ? 0 : 3)
-    }
-
-    // MARK: erase
-
-    func erase(_ g: GlobalOptions, revoke: Bool) throws -> Outcome {
-        _ = try eraseEverywhere(g, revoke: revoke)
-        return .exit(0)
-    }
-
-    /// `erase` through the owner; true when a copy was removed.
-    func eraseEverywhere(_ g: GlobalOptions, revoke: Bool) throws -> Bool {
-        let erasure = try owner(g).erase(revoke: revoke ? { self.services.revoke(g, $0) } : nil)
-        for n in erasure.notices { console.err("chatgpt-credential: " + n) }
-        if erasure.removed.isEmpty {
-            console.err("chatgpt-credential: profile '\(g.profile.name)' holds no credential; nothing to erase")
-            return false
-        }
-        let places = erasure.removed.map { $0.location(for: g.profile) }.joined(separator: " and ")
-        console.err("chatgpt-credential: erased profile '\(g.profile.name)' from \(places)")
-        return true
     }
 }

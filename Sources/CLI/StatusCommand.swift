@@ -1,0 +1,81 @@
+import CredentialCore
+import SystemRuntime
+import OAuth
+import HelperProtocols
+import Credentials
+import Secrets
+import Broker
+
+/// `status [--json] [--all]` (man page VERBS): who is signed in, from the access cache or the
+/// store, never a secret.
+extension Runner {
+    /// Exit 0 when `get` would succeed without a new sign-in, 3 when it would not, 5 when a store
+    /// could not be read. With `all`: 5 when a store could not be read, else 3 when no profile
+    /// is usable, else 0. Text and JSON say the same.
+    func status(_ g: GlobalOptions, json: Bool, all: Bool) throws -> Outcome {
+        let now = services.now()
+        if all { return try statusOfAll(g, json: json, now: now) }
+        let owner = owner(g)
+        if let (kind, document) = owner.cached() {
+            var report = StatusReport(profile: g.profile.name, store: kind, document: document, now: now)
+            report.fromCache = true
+            report.collection = collection(of: g.profile, in: services.makeSelector(g).store(of: kind))
+            try console.out(json ? JSON.serialize(report.json()) + "\n" : report.text())
+            return .exit(0)
+        }
+        let located: LocatedCredential?
+        do {
+            located = try owner.locate()
+        } catch let e as CredentialError {
+            if json { try console.out(JSON.serialize(StatusReport(profile: g.profile.name, store: nil, problem: e).json()) + "\n") }
+            throw e
+        }
+        guard let located else {
+            if json { try console.out(JSON.serialize(StatusReport(profile: g.profile.name, store: nil, problem: .notSignedIn(profile: g.profile.name)).json()) + "\n") }
+            throw CredentialError.notSignedIn(profile: g.profile.name)
+        }
+        var report = StatusReport(profile: g.profile.name, store: located.store.kind, document: located.document, now: now)
+        report.collection = collection(of: g.profile, in: located.store)
+        try console.out(json ? JSON.serialize(report.json()) + "\n" : report.text())
+        if let problem = report.unusable { throw problem }
+        return .exit(0)
+    }
+
+    /// Which Secret Service collection holds the profile's item (one more SearchItems), or nil
+    /// for another store or when it cannot be told: `status` names it because a collection that
+    /// lives only in memory loses the credential when the keyring daemon restarts.
+    private func collection(of profile: Profile, in store: CredentialStore) -> String? {
+        guard let secretService = store as? SecretServiceStore else { return nil }
+        return try? secretService.collection(of: profile)
+    }
+
+    private func statusOfAll(_ g: GlobalOptions, json: Bool, now: Int64) throws -> Outcome {
+        let listing = everyProfile(g)
+        let problems = listing.problems
+        var entries: [StatusReport] = []
+        for (profile, kind) in listing.found {
+            let name = profile.name
+            var g2 = g
+            g2.profile = profile
+            g2.store = kind == .file ? .file : .secretService
+            do {
+                if let located = try services.makeSelector(g2).locate(profile) {
+                    var entry = StatusReport(profile: name, store: located.store.kind, document: located.document, now: now)
+                    entry.collection = collection(of: profile, in: located.store)
+                    entries.append(entry)
+                }
+            } catch let e as CredentialError {
+                entries.append(StatusReport(profile: name, store: kind, problem: e))
+            }
+        }
+        for i in entries.indices { entries[i].isDefault = entries[i].profile == g.profile.name }
+        for p in problems { console.err("chatgpt-credential: " + p.message) }
+        if !json {
+            // The table's STATUS says `locked` or `unreadable`; the reason is one stderr line each.
+            for e in entries { if let p = e.problem, p.exitCode == 5 { console.err("chatgpt-credential: \(e.profile): " + p.message) } }
+        }
+        try console.out(json ? StatusReport.jsonList(entries) : StatusReport.textList(entries, storesUnreadable: !problems.isEmpty, defaultProfile: g.profile.name))
+        if let first = problems.first ?? entries.compactMap(\.problem).first(where: { $0.exitCode == 5 }) { return .exit(first.exitCode) }
+        return .exit(entries.contains { $0.unusable == nil } ? 0 : 3)
+    }
+}

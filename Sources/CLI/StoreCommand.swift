@@ -1,0 +1,33 @@
+import CredentialCore
+import SystemRuntime
+import OAuth
+import HelperProtocols
+import Credentials
+import Secrets
+import Broker
+
+/// `store [--from-codex [PATH]]` (man page VERBS): one credential from stdin or Codex, saved
+/// through the one owner.
+extension Runner {
+    func store(_ g: GlobalOptions, fromCodex: String??) throws -> Outcome {
+        let input: SecretBytes
+        switch fromCodex {
+        case .none:
+            if console.stdinIsTerminal { console.err("chatgpt-credential: paste the credential JSON, then press Ctrl-D") }
+            input = try console.readInput(limit: TokenImport.maxBytes)
+        case .some(let path):
+            let codex = try codexCredential(path: path, g)
+            input = codex.secret
+            console.err("chatgpt-credential: reading Codex's credential from \(codex.source)")
+        }
+        let imported = try TokenImport.parse(input, profile: g.profile, now: services.now())
+        var d = imported.document
+        let fromCodexFile = imported.format == .codexAuthFile || fromCodex != nil
+        // Codex may still hold the same session: erase must not revoke it.
+        if fromCodexFile { d.importedFrom = "codex" }
+        let store = try saveNewCredential(d, g)
+        console.err("chatgpt-credential: stored the credential for \(Sanitize.line(d.email.isEmpty ? "unknown email" : d.email)), account \(Sanitize.line(d.accountId)) in \(store.location(for: g.profile))")
+        if fromCodexFile { console.err("chatgpt-credential: " + CodexAuthFile.sharedRefreshTokenWarning) }
+        return .exit(0)
+    }
+}
