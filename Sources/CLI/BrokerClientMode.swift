@@ -158,41 +158,12 @@ extension Runner {
     }
 
     func dockerHelperViaBroker(_ broker: BrokerClient, _ g: GlobalOptions, verb word: String) throws -> Outcome {
-        guard let verb = DockerCredentialProtocol.Verb(argument: word) else {
-            try? console.out("unknown verb '\(Sanitize.line(word, limit: 40))': use get, store, erase, list or version\n")
-            return .exit(1)
+        // Not signed in where the broker runs (exit 3) is docker's "not found", as on the host.
+        let token: () throws -> TokenDocument? = {
+            do { return try self.brokerToken(broker, g, requiredTTL: nil) } catch let e as CredentialError where e.exitCode == 3 { return nil }
         }
-        if verb == .erase {
-            let url = try DockerCredentialProtocol.parseServerURL(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
-            guard DockerCredentialProtocol.isChatGPTServer(url) else { return dockerNotFound() }
-            throw refused("erase", broker.address) // exit 2, on stdout as docker's helpers report
-        }
-        do {
-            switch verb {
-            case .version:
-                try console.out("\(CommandLineSpec.programName) \(CommandLineSpec.version)\n")
-            case .store:
-                _ = try DockerStoreRequest.parse(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
-            case .get:
-                let url = try DockerCredentialProtocol.parseServerURL(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
-                guard DockerCredentialProtocol.isChatGPTServer(url) else { return dockerNotFound() }
-                do {
-                    let document = try brokerToken(broker, g, requiredTTL: nil)
-                    try console.out(try DockerCredentialProtocol.getAnswer(serverURL: url, document: document, profile: g.profile))
-                } catch let e as CredentialError where e.exitCode == 3 {
-                    return dockerNotFound()
-                }
-            case .list:
-                var accountId: String?
-                do { accountId = try brokerToken(broker, g, requiredTTL: nil).accountId } catch let e as CredentialError where e.exitCode == 3 { accountId = nil }
-                try console.out(DockerCredentialProtocol.listAnswer(accountId: accountId))
-            case .erase:
-                break // refused above
-            }
-            return .exit(0)
-        } catch let e as CredentialError {
-            return dockerFailure(e)
-        }
+        return try dockerHelper(g, verb: word, DockerCredentials(
+            fresh: token, stored: token, erase: { false }, eraseRefused: refused("erase", broker.address)))
     }
 }
 

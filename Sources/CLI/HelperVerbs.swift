@@ -33,9 +33,40 @@ extension Runner {
     }
 
     func dockerHelper(_ g: GlobalOptions, verb word: String) throws -> Outcome {
+        try dockerHelper(g, verb: word, DockerCredentials(
+            fresh: {
+                do { return try self.freshCredential(g, GetOptions()).document } catch CredentialError.notSignedIn { return nil }
+            },
+            stored: { try self.owner(g).locate()?.document },
+            // docker logout means log out.
+            erase: { try self.eraseEverywhere(g, revoke: true) }))
+    }
+
+    /// Where docker's verbs find the credential: the one owner here, the broker in client mode.
+    struct DockerCredentials {
+        /// A fresh credential; nil when the profile is not signed in.
+        var fresh: () throws -> TokenDocument?
+        /// What `list` names; nil when nothing is stored.
+        var stored: () throws -> TokenDocument?
+        /// Erases the profile's credential: true when there was one. Client mode refuses erase
+        /// before anything is read, with this error instead (exit 2).
+        var erase: () throws -> Bool
+        var eraseRefused: CredentialError? = nil
+    }
+
+    /// docker's helper verbs, the same here and in client mode but for where the credential is.
+    func dockerHelper(_ g: GlobalOptions, verb word: String, _ credentials: DockerCredentials) throws -> Outcome {
         guard let verb = DockerCredentialProtocol.Verb(argument: word) else {
             try? console.out("unknown verb '\(Sanitize.line(word, limit: 40))': use get, store, erase, list or version\n")
             return .exit(1)
+        }
+        func chatGPTServerURL() throws -> String? {
+            let url = try DockerCredentialProtocol.parseServerURL(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
+            return DockerCredentialProtocol.isChatGPTServer(url) ? url : nil
+        }
+        if verb == .erase, let refused = credentials.eraseRefused {
+            guard try chatGPTServerURL() != nil else { return dockerNotFound() }
+            throw refused // exit 2, on stdout as docker's helpers report
         }
         do {
             switch verb {
@@ -44,22 +75,12 @@ extension Runner {
             case .store:
                 _ = try DockerStoreRequest.parse(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
             case .get:
-                let url = try DockerCredentialProtocol.parseServerURL(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
-                guard DockerCredentialProtocol.isChatGPTServer(url) else { return dockerNotFound() }
-                do {
-                    let fresh = try freshCredential(g, GetOptions())
-                    try console.out(try DockerCredentialProtocol.getAnswer(serverURL: url, document: fresh.document, profile: g.profile))
-                } catch CredentialError.notSignedIn {
-                    return dockerNotFound()
-                }
+                guard let url = try chatGPTServerURL(), let document = try credentials.fresh() else { return dockerNotFound() }
+                try console.out(try DockerCredentialProtocol.getAnswer(serverURL: url, document: document, profile: g.profile))
             case .erase:
-                let url = try DockerCredentialProtocol.parseServerURL(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
-                guard DockerCredentialProtocol.isChatGPTServer(url) else { return dockerNotFound() }
-                // docker logout means log out.
-                guard try eraseEverywhere(g, revoke: true) else { return dockerNotFound() }
+                guard try chatGPTServerURL() != nil, try credentials.erase() else { return dockerNotFound() }
             case .list:
-                let found = try owner(g).locate()
-                try console.out(DockerCredentialProtocol.listAnswer(accountId: found?.document.accountId))
+                try console.out(DockerCredentialProtocol.listAnswer(accountId: try credentials.stored()?.accountId))
             }
             return .exit(0)
         } catch let e as CredentialError {

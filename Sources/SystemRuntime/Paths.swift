@@ -45,7 +45,15 @@ public struct Paths: Sendable {
     /// directory of this user that only the user can access; it is never followed nor chmod'ed.
     public func lockDirectory() -> String { Paths.lockDirectory(uid: geteuid()) }
 
-    public static func lockDirectory(uid: uid_t) -> String {
+    /// The lock directory is the tool's per-user runtime directory, which the broker's socket
+    /// shares.
+    public static func lockDirectory(uid: uid_t) -> String { userRuntimeDirectory(uid: uid) }
+
+    /// The per-user runtime directory of this tool (man page FILES): the locks, the back-off and
+    /// the broker's default socket. `/run/user/UID/chatgpt-credential` when `/run/user/UID` is
+    /// what logind makes (a real directory of this user that nobody else can write), else
+    /// `/tmp/chatgpt-credential-UID`; the uid alone decides, never an environment string.
+    public static func userRuntimeDirectory(uid: uid_t = geteuid()) -> String {
         let run = "/run/user/\(uid)"
         var st = stat()
         if lstat(run, &st) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_uid == uid, st.st_mode & 0o022 == 0 {
