@@ -315,14 +315,7 @@ final class Spawn {
         }
         process.standardOutput = out
         process.standardError = err
-        // The test runner's threads block most signals, and a child inherits the mask of the
-        // thread that starts it: start this one as a shell would, with the four unblocked.
-        var unblock = sigset_t(), previous = sigset_t()
-        sigemptyset(&unblock)
-        for s in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] { sigaddset(&unblock, s) }
-        pthread_sigmask(SIG_UNBLOCK, &unblock, &previous)
-        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
-        try process.run()
+        try Harness.runAsAShellWould(process)
         let (o, e, ob, eb) = (out, err, outBox, errBox)
         group.enter(); DispatchQueue.global().async { [group] in ob.data = o.fileHandleForReading.readDataToEndOfFile(); group.leave() }
         group.enter(); DispatchQueue.global().async { [group] in eb.data = e.fileHandleForReading.readDataToEndOfFile(); group.leave() }

@@ -18,6 +18,18 @@ struct RunResult {
 }
 
 enum Harness {
+    /// Starts `process` as a shell would, with SIGINT, SIGTERM, SIGHUP and SIGQUIT unblocked: the
+    /// test runner's threads block most signals, and a child inherits the mask of the thread
+    /// that starts it.
+    static func runAsAShellWould(_ process: Process) throws {
+        var unblock = sigset_t(), previous = sigset_t()
+        sigemptyset(&unblock)
+        for s in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] { sigaddset(&unblock, s) }
+        pthread_sigmask(SIG_UNBLOCK, &unblock, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        try process.run()
+    }
+
     /// The directory holding the built products (the test bundle sits beside the binary).
     static let productsDirectory: String = {
         if let dir = ProcessInfo.processInfo.environment["CHATGPT_CREDENTIAL_BIN_DIR"] { return dir }

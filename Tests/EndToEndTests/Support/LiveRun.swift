@@ -23,14 +23,7 @@ final class LiveRun: @unchecked Sendable {
         process.standardInput = stdinPipe
         process.standardError = errPipe
         process.standardOutput = outPipe
-        // The test runner's threads block most signals and a child inherits the starting
-        // thread's mask: start the binary as a shell would, with the ones it handles unblocked.
-        var unblock = sigset_t(), previous = sigset_t()
-        sigemptyset(&unblock)
-        for s in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] { sigaddset(&unblock, s) }
-        pthread_sigmask(SIG_UNBLOCK, &unblock, &previous)
-        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
-        try process.run()
+        try Harness.runAsAShellWould(process)
         let handle = errPipe.fileHandleForReading
         DispatchQueue.global().async {
             while true {
