@@ -9,7 +9,9 @@ import Broker
 
 /// Table-driven argv parsing (see `CommandLineSpec`). Global options may stand before or after
 /// the verb; `--opt=value` and `--opt value` both work; environment variables supply defaults
-/// and flags win. Every error is a `CredentialError.usage` naming the offending word.
+/// and flags win. The verb's own options are collected by its `VerbSpec`'s table and turned into
+/// a `Command` by its `parse` (in the verb's `…Command.swift`). Every error is a
+/// `CredentialError.usage` naming the offending word.
 public enum ArgumentParser {
     public static func parse(_ argv: [String], environment env: [String: String]) throws -> Invocation {
         var globals = GlobalOptions()
@@ -110,8 +112,8 @@ public enum ArgumentParser {
                 if globals.wire == .plain, CommandLineSpec.verb(arg) == nil {
                     throw CredentialError.usage("unknown verb '\(Sanitize.line(arg, limit: 60))'" + Suggestion.forVerb(arg))
                 }
-                if verb == "exec" {
-                    // Everything after exec's own options is the command.
+                if CommandLineSpec.verb(arg)?.operands == .command {
+                    // Everything after its own options is the command (exec).
                     while let next = args.first, next.hasPrefix("-"), next != "--" {
                         args.removeFirst()
                         try absorbGlobal(next, &args, &globals, &wantHelp)
@@ -123,7 +125,10 @@ public enum ArgumentParser {
                 }
                 continue
             }
-            if verb == "help", rest.isEmpty { rest.append(arg); continue }
+            if case .upTo(let n)? = verb.flatMap(CommandLineSpec.verb)?.operands, rest.count < n {
+                rest.append(arg)
+                continue
+            }
             throw CredentialError.usage("unexpected argument '\(Sanitize.line(arg, limit: 60))'")
         }
 
@@ -141,79 +146,11 @@ public enum ArgumentParser {
             throw CredentialError.usage("missing verb")
         }
         if wantHelp { return Invocation(globals: globals, command: .help(verb: verb)) }
-        if verb != "exec", verb != "help", !rest.isEmpty {
+        if CommandLineSpec.verb(verb)?.operands == VerbSpec.Operands.none, !rest.isEmpty {
             throw CredentialError.usage("unexpected argument '\(Sanitize.line(rest[0], limit: 60))'")
         }
-        func has(_ o: String) -> Bool { verbFlags[o] != nil }
-
-        let command: Command
-        switch verb {
-        case "help":
-            if let v = rest.first, CommandLineSpec.verb(v) == nil { throw CredentialError.usage("unknown verb '\(Sanitize.line(v, limit: 60))'" + Suggestion.forVerb(v)) }
-            command = .help(verb: rest.first)
-        case "login":
-            let modes: [(String, LoginMode)] = [("--device", .device), ("--browser", .browser), ("--no-browser", .paste)]
-            let chosen = modes.filter { has($0.0) }
-            if chosen.count > 1 { throw CredentialError.usage("choose one of --device, --browser, --no-browser") }
-            command = .login(chosen.first?.1, clipboard: has("--clipboard"))
-        case "get":
-            var o = GetOptions()
-            let formats: [(String, OutputFormat)] = [("--account-id", .accountId), ("--id-token", .idToken), ("--json", .json),
-                                                     ("--header", .header), ("--env", .env)]
-            let chosen = formats.filter { has($0.0) }
-            if chosen.count > 1 { throw CredentialError.usage("choose one of --account-id, --id-token, --json, --header, --env") }
-            o.format = chosen.first?.1 ?? .token
-            if let raw = verbFlags["--min-ttl"] ?? nil {
-                guard let n = Int64(raw), n >= 0, n <= 366 * 86400 else {
-                    throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --min-ttl: a number of seconds from 0 to 31622400")
-                }
-                o.minTTL = max(TokenDocument.refreshMargin, n)
-                o.requiredTTL = n
-            }
-            o.forceRefresh = has("--force-refresh")
-            command = .get(o)
-        case "store":
-            command = .store(fromCodex: verbFlags["--from-codex"])
-        case "erase":
-            command = .erase(revoke: !has("--no-revoke"))
-        case "status":
-            command = .status(json: has("--json"), all: has("--all"))
-        case "usage":
-            command = .usage(json: has("--json"), all: has("--all"))
-        case "refresh":
-            var days: Int?
-            if let raw = verbFlags["--if-idle"] ?? nil {
-                guard let n = Int(raw), RefreshCommand.idleDaysRange.contains(n) else {
-                    throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --if-idle: a number of days from \(RefreshCommand.idleDaysRange.lowerBound) to \(RefreshCommand.idleDaysRange.upperBound)")
-                }
-                days = n
-            }
-            command = .refresh(all: has("--all"), ifIdleDays: days)
-        case "serve":
-            var o = ServeOptions()
-            if let path = verbFlags["--socket"] ?? nil {
-                guard !path.isEmpty, !path.utf8.contains(0) else { throw CredentialError.usage("--socket needs a path") }
-                o.socket = path
-            }
-            if let raw = verbFlags["--idle-exit"] ?? nil {
-                guard raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(raw), n <= 86400 * 366 else {
-                    throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --idle-exit: a number of seconds from 0 to 31622400")
-                }
-                o.idleExit = n
-            }
-            for raw in verbLists["--allow-uid"] ?? [] {
-                guard raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let uid = UInt32(raw), uid != UInt32.max else {
-                    throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --allow-uid: a numeric user id")
-                }
-                o.allowedUIDs.append(uid)
-            }
-            command = .serve(o)
-        case "exec":
-            guard !rest.isEmpty else { throw CredentialError.usage("exec needs a command: chatgpt-credential exec -- CMD [ARG…]") }
-            command = .exec(rest)
-        default:
-            throw CredentialError.usage("unknown verb '\(Sanitize.line(verb, limit: 60))'")
-        }
+        guard let spec = CommandLineSpec.verb(verb) else { throw CredentialError.usage("unknown verb '\(Sanitize.line(verb, limit: 60))'") }
+        let command = try spec.parse(VerbArguments(values: verbFlags, lists: verbLists, operands: rest))
         return Invocation(globals: globals, command: command)
     }
 

@@ -32,12 +32,51 @@ public struct OptionSpec: Sendable {
     }
 }
 
+/// One verb as data: what `--help`, the man page's drift tests and the completions read, and the
+/// function that turns what the parser collected for it into a `Command`.
 public struct VerbSpec: Sendable {
     public let name: String
     public let synopsis: String
     public let summary: String
     public let details: String
     public let options: [OptionSpec]
+    /// One or two examples, shown at the end of its `--help` (the man page's EXAMPLES has more).
+    public let examples: [String]
+    /// Operands it takes besides its options: `help VERB` takes one; `exec` takes the whole rest
+    /// of the command line (everything after its own options, or after `--`).
+    let operands: Operands
+    /// Its options and operands, checked, as a `Command`. Usage errors are `CredentialError.usage`.
+    let parse: @Sendable (VerbArguments) throws -> Command
+
+    enum Operands: Sendable, Equatable { case none, upTo(Int), command }
+
+    init(name: String, synopsis: String, summary: String, details: String = "", options: [OptionSpec] = [],
+         examples: [String], operands: Operands = .none, parse: @escaping @Sendable (VerbArguments) throws -> Command) {
+        self.name = name; self.synopsis = synopsis; self.summary = summary; self.details = details
+        self.options = options; self.examples = examples; self.operands = operands; self.parse = parse
+    }
+}
+
+/// What `ArgumentParser` collected for a verb: its options by long name (a flag's value is nil),
+/// the values of a repeatable one in order, and its operands.
+public struct VerbArguments: Sendable {
+    var values: [String: String?] = [:]
+    var lists: [String: [String]] = [:]
+    var operands: [String] = []
+
+    /// Whether the option was given.
+    func has(_ option: String) -> Bool { values[option] != nil }
+    /// The option's value, when it was given with one.
+    func value(_ option: String) -> String? { values[option] ?? nil }
+    /// Every value of a repeatable option, in order.
+    func all(_ option: String) -> [String] { lists[option] ?? [] }
+
+    /// At most one of `choices` (their options) was given: its value, else nil.
+    func oneOf<T>(_ choices: [(String, T)]) throws -> T? {
+        let chosen = choices.filter { has($0.0) }
+        if chosen.count > 1 { throw CredentialError.usage("choose one of " + choices.map(\.0).joined(separator: ", ")) }
+        return chosen.first?.1
+    }
 }
 
 public enum CommandLineSpec {
@@ -62,124 +101,11 @@ public enum CommandLineSpec {
         OptionSpec("--help", short: "h", "show help (also after any verb)"),
     ]
 
+    /// Every verb, in the order `--help` lists them. Each is declared in its own `…Command.swift`
+    /// with its options and their parsing, next to what it does.
     public static let verbs: [VerbSpec] = [
-        VerbSpec(name: "login", synopsis: "login [--device | --browser | --no-browser] [--clipboard]",
-                 summary: "sign in and store the tokens",
-                 details: """
-                 Signs in with OAuth and stores the tokens. Without an option, uses the device code
-                 flow over SSH (SSH_CONNECTION/SSH_TTY set) or without a display, and the browser
-                 flow otherwise.
-                 """,
-                 options: [
-                    OptionSpec("--device", "device code flow: shows a URL and a code to enter on any device"),
-                    OptionSpec("--browser", "browser flow with a loopback listener on 127.0.0.1:1455 (1457 when busy)"),
-                    OptionSpec("--no-browser", "print the sign-in URL, then paste the address the browser ended on"),
-                    OptionSpec("--clipboard", "device code flow: also offer the code to the terminal's clipboard (OSC 52)"),
-                 ]),
-        VerbSpec(name: "get", synopsis: "get [--account-id | --id-token | --json | --header | --env] [--min-ttl SECONDS] [--force-refresh]",
-                 summary: "print a fresh access token (refreshing first when needed)",
-                 details: """
-                 Prints the access token and a newline on stdout, and nothing else. Refreshes first
-                 when the token expires within max(\(TokenDocument.refreshMargin), --min-ttl) seconds. Never reads stdin.
-                 An answer that cannot be written to stdout is exit 1.
-                 """,
-                 options: [
-                    OptionSpec("--account-id", "print the ChatGPT account id instead"),
-                    OptionSpec("--id-token", "print the id token instead"),
-                    OptionSpec("--json", "print {access_token, account_id, expires_at, email, plan} as JSON"),
-                    OptionSpec("--header", "print 'Authorization: Bearer TOKEN' and 'ChatGPT-Account-ID: ID'"),
-                    OptionSpec("--env", "print CHATGPT_ACCESS_TOKEN=… and CHATGPT_ACCOUNT_ID=…, shell-quoted, for eval"),
-                    OptionSpec("--min-ttl", value: "SECONDS", "refresh unless the token is valid this long (default and minimum: \(TokenDocument.refreshMargin))"),
-                    OptionSpec("--force-refresh", "refresh now, whatever the expiry"),
-                 ]),
-        VerbSpec(name: "store", synopsis: "store [--from-codex [PATH]]",
-                 summary: "store a credential read from stdin (Codex auth.json or token JSON)",
-                 details: """
-                 Reads one credential (at most 64 KiB) from stdin: Codex's auth.json shape or
-                 {"access_token","refresh_token","id_token"?}, and stores it. With --from-codex and
-                 no PATH, reads Codex's Secret Service item (service "Codex Auth") instead of
-                 auth.json when Codex's config.toml says cli_auth_credentials_store = "keyring"
-                 (or "auto" and the item exists) or there is no auth.json; says which it read.
-                 """,
-                 options: [
-                    OptionSpec("--from-codex", value: "PATH", valueOptional: true,
-                               "import Codex's credential: PATH, else $CODEX_HOME/auth.json (~/.codex/auth.json) or Codex's Secret Service item"),
-                 ]),
-        VerbSpec(name: "erase", synopsis: "erase [--no-revoke]",
-                 summary: "revoke the refresh token and remove the stored credential",
-                 details: """
-                 Removes the profile's credential from every store that holds a copy, damaged
-                 copies included, revoking its refresh token at the issuer first (best effort,
-                 10 s; not for a credential imported from Codex). Exit 0 when no copy remains,
-                 5 naming a copy that could not be removed.
-                 """,
-                 options: [OptionSpec("--no-revoke", "do not contact the issuer; only remove the stored credential")]),
-        VerbSpec(name: "status", synopsis: "status [--json] [--all]",
-                 summary: "show who is signed in (no secrets)",
-                 details: """
-                 Shows email, plan, account id, expiry and store of the profile. Exit 0 when get
-                 would succeed without a new sign-in, 3 when it would not (not signed in, or the
-                 refresh token was rejected and the access token is no longer usable), 5 when a
-                 store could not be read.
-                 """,
-                 options: [
-                    OptionSpec("--json", "machine-readable output"),
-                    OptionSpec("--all", "every profile found in either store"),
-                 ]),
-        VerbSpec(name: "usage", synopsis: "usage [--json] [--all]",
-                 summary: "show the plan and rate-limit windows (5 h, 7 d) of the signed-in account",
-                 details: """
-                 Asks the ChatGPT backend (GET $CHATGPT_CREDENTIAL_BACKEND/wham/usage) with a fresh
-                 token, as get would; on a 401, refreshes once and retries once. Shows the plan, one
-                 line per window with used percent and when it resets, credits when reported, and
-                 additional limits under their names; a bar on a terminal, plain lines otherwise
-                 (also with NO_COLOR or TERM=dumb). No tokens are printed.
-                 With --all, every profile found in either store, up to 4 asked at once: one block
-                 per profile in name order (JSON: {"profiles":{"NAME":{…} | {"error","exit"}}}); a
-                 failing profile shows its error and exit code without hiding the others. Exit 0
-                 when every profile answered, else the code of the first failing profile by name.
-                 """,
-                 options: [
-                    OptionSpec("--json", "print {plan, allowed, limit_reached, windows, credits, additional_limits} as JSON"),
-                    OptionSpec("--all", "every profile found in either store, side by side"),
-                 ]),
-        VerbSpec(name: "refresh", synopsis: "refresh [--all] [--if-idle DAYS]",
-                 summary: "refresh now, as get --force-refresh would, printing nothing on stdout",
-                 details: """
-                 Refreshes the profile's tokens now through the one owner (the lock, reserve before
-                 spend, the shared back-off) and prints one line per profile on stderr: refreshed,
-                 not idle (skipped), or the error. Exit status: the worst of the profiles', in the
-                 order 5, 3, 1, 4, 0; with --all and no profile found, 0. A daily systemd user timer
-                 runs 'refresh --all --if-idle 7' (see KEEP AN IDLE SIGN-IN ALIVE in the man page).
-                 """,
-                 options: [
-                    OptionSpec("--all", "every profile found in either store"),
-                    OptionSpec("--if-idle", value: "DAYS", "only profiles last refreshed at least DAYS days ago (1-365)"),
-                 ]),
-        VerbSpec(name: "exec", synopsis: "exec -- CMD [ARG…]",
-                 summary: "run CMD with CHATGPT_ACCESS_TOKEN and CHATGPT_ACCOUNT_ID set",
-                 details: """
-                 Runs CMD with fresh CHATGPT_ACCESS_TOKEN and CHATGPT_ACCOUNT_ID in its environment
-                 and exits with its exit status. The token never appears in argv.
-                 """,
-                 options: []),
-        VerbSpec(name: "serve", synopsis: "serve [--socket PATH] [--idle-exit SECONDS] [--allow-uid UID]…",
-                 summary: "answer token requests over a UNIX socket (the broker)",
-                 details: """
-                 Answers HTTP/1.1 GET requests on a UNIX stream socket, for containers, sandboxes
-                 and services: /v1/token?profile=NAME&min_ttl=SECONDS (what get --json prints),
-                 /v1/usage?profile=NAME (what usage --json prints) and /v1/health. Every answer
-                 goes through the same lock, access cache and refresh as get; the refresh token
-                 never leaves. Only processes of this user (or of a uid given with --allow-uid)
-                 are answered. One audit line per answer on stderr. Under systemd socket
-                 activation it serves the socket it is given.
-                 """,
-                 options: [
-                    OptionSpec("--socket", value: "PATH", "the socket to create (default: broker.sock in the runtime directory, see FILES)"),
-                    OptionSpec("--idle-exit", value: "SECONDS", "exit 0 after this long without a connection (default 0 = never; 60 under socket activation)"),
-                    OptionSpec("--allow-uid", value: "UID", repeatable: true, "also answer processes of this user id (repeatable)"),
-                 ]),
-        VerbSpec(name: "help", synopsis: "help [VERB]", summary: "show help for a verb", details: "", options: []),
+        LoginCommand.spec, GetCommand.spec, StoreCommand.spec, EraseCommand.spec, StatusCommand.spec,
+        UsageCommand.spec, RefreshCommand.spec, ExecCommand.spec, ServeCommand.spec, HelpCommand.spec,
     ]
 
     public static func verb(_ name: String) -> VerbSpec? { verbs.first { $0.name == name } }
@@ -192,26 +118,6 @@ public enum CommandLineSpec {
     }
 
     // MARK: help text
-
-    /// One or two examples per verb, shown at the end of its `--help` (the man page's EXAMPLES
-    /// has more).
-    public static let examples: [String: [String]] = [
-        "login": ["\(programName) login    # device code over SSH, else the browser",
-                  "\(programName) --profile work login --device"],
-        "get": ["curl -H \"Authorization: Bearer $(\(programName) get)\" \\\n     -H \"ChatGPT-Account-ID: $(\(programName) get --account-id)\" URL",
-                "eval \"$(\(programName) get --env)\""],
-        "store": ["\(programName) store --from-codex",
-                  "\(programName) store < tokens.json"],
-        "erase": ["\(programName) erase",
-                  "\(programName) --profile work erase --no-revoke"],
-        "status": ["\(programName) status", "\(programName) status --all --json"],
-        "usage": ["\(programName) usage", "\(programName) usage --json | jq '.windows[]'"],
-        "exec": ["\(programName) exec -- sh -c \\\n    'curl -H \"Authorization: Bearer $CHATGPT_ACCESS_TOKEN\" URL'"],
-        "refresh": ["\(programName) refresh", "\(programName) refresh --all --if-idle 7   # what the daily timer runs"],
-        "serve": ["systemctl --user enable --now chatgpt-credential.socket   # on demand",
-                  "curl --unix-socket \"$XDG_RUNTIME_DIR/chatgpt-credential/broker.sock\" \\\n     http://localhost/v1/token"],
-        "help": ["\(programName) help get"],
-    ]
 
     /// Help is wrapped to the terminal's width, 80 columns off a terminal (the man page's "Help").
     public static let defaultWidth = 80
@@ -295,9 +201,9 @@ public enum CommandLineSpec {
             s += "\nOptions:\n"
             for o in v.options { s += optionLine(o, width: width) + "\n" }
         }
-        if let examples = examples[v.name], !examples.isEmpty {
+        if !v.examples.isEmpty {
             s += "\nExamples:\n"
-            for e in examples { s += e.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") + "\n" }
+            for e in v.examples { s += e.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") + "\n" }
         }
         let globals = globalOptions.filter { $0.long != "--help" && $0.long != "--version" }.map { o in
             o.value.map { "\(o.long) \($0)" } ?? o.long

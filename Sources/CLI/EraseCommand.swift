@@ -6,6 +6,23 @@ import Credentials
 import Secrets
 import Broker
 
+/// `erase` on the command line (man page VERBS).
+enum EraseCommand {
+    static let spec = VerbSpec(
+        name: "erase", synopsis: "erase [--no-revoke]",
+        summary: "revoke the refresh token and remove the stored credential",
+        details: """
+        Removes the profile's credential from every store that holds a copy, damaged
+        copies included, revoking its refresh token at the issuer first (best effort,
+        10 s; not for a credential imported from Codex). Exit 0 when no copy remains,
+        5 naming a copy that could not be removed.
+        """,
+        options: [OptionSpec("--no-revoke", "do not contact the issuer; only remove the stored credential")],
+        examples: ["\(CommandLineSpec.programName) erase",
+                   "\(CommandLineSpec.programName) --profile work erase --no-revoke"],
+        parse: { a in .erase(revoke: !a.has("--no-revoke")) })
+}
+
 /// `erase [--no-revoke]` (man page VERBS): every copy removed through the one owner, the refresh
 /// token revoked first unless imported or asked not to.
 extension Runner {

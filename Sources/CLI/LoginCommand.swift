@@ -6,6 +6,30 @@ import HelperProtocols
 import Credentials
 import Secrets
 
+/// `login` on the command line: its options and their parsing (man page VERBS).
+enum LoginCommand {
+    static let spec = VerbSpec(
+        name: "login", synopsis: "login [--device | --browser | --no-browser] [--clipboard]",
+        summary: "sign in and store the tokens",
+        details: """
+        Signs in with OAuth and stores the tokens. Without an option, uses the device code
+        flow over SSH (SSH_CONNECTION/SSH_TTY set) or without a display, and the browser
+        flow otherwise.
+        """,
+        options: [
+            OptionSpec("--device", "device code flow: shows a URL and a code to enter on any device"),
+            OptionSpec("--browser", "browser flow with a loopback listener on 127.0.0.1:1455 (1457 when busy)"),
+            OptionSpec("--no-browser", "print the sign-in URL, then paste the address the browser ended on"),
+            OptionSpec("--clipboard", "device code flow: also offer the code to the terminal's clipboard (OSC 52)"),
+        ],
+        examples: ["\(CommandLineSpec.programName) login    # device code over SSH, else the browser",
+                   "\(CommandLineSpec.programName) --profile work login --device"],
+        parse: { a in
+            let mode = try a.oneOf([("--device", LoginMode.device), ("--browser", .browser), ("--no-browser", .paste)])
+            return .login(mode, clipboard: a.has("--clipboard"))
+        })
+}
+
 /// `login [--device | --browser | --no-browser]`: picks a flow, runs it, stores the tokens where
 /// `auto` says (under the profile lock) and reports who signed in.
 extension Runner {
@@ -79,3 +103,6 @@ extension Runner {
         }
     }
 }
+
+/// The sign-in flow `login` was asked for.
+public enum LoginMode: String, Sendable { case device, browser, paste = "no-browser" }

@@ -6,6 +6,32 @@ import Credentials
 /// refresh now, through the one owner exactly as `get --force-refresh` would do it, for one
 /// profile or every profile found; nothing on stdout, one line per profile on stderr.
 enum RefreshCommand {
+    static let spec = VerbSpec(
+        name: "refresh", synopsis: "refresh [--all] [--if-idle DAYS]",
+        summary: "refresh now, as get --force-refresh would, printing nothing on stdout",
+        details: """
+        Refreshes the profile's tokens now through the one owner (the lock, reserve before
+        spend, the shared back-off) and prints one line per profile on stderr: refreshed,
+        not idle (skipped), or the error. Exit status: the worst of the profiles', in the
+        order 5, 3, 1, 4, 0; with --all and no profile found, 0. A daily systemd user timer
+        runs 'refresh --all --if-idle 7' (see KEEP AN IDLE SIGN-IN ALIVE in the man page).
+        """,
+        options: [
+            OptionSpec("--all", "every profile found in either store"),
+            OptionSpec("--if-idle", value: "DAYS", "only profiles last refreshed at least DAYS days ago (1-365)"),
+        ],
+        examples: ["\(CommandLineSpec.programName) refresh", "\(CommandLineSpec.programName) refresh --all --if-idle 7   # what the daily timer runs"],
+        parse: { a in
+            var days: Int?
+            if let raw = a.value("--if-idle") {
+                guard let n = Int(raw), idleDaysRange.contains(n) else {
+                    throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --if-idle: a number of days from \(idleDaysRange.lowerBound) to \(idleDaysRange.upperBound)")
+                }
+                days = n
+            }
+            return .refresh(all: a.has("--all"), ifIdleDays: days)
+        })
+
     /// `--if-idle DAYS`: a day to a year.
     static let idleDaysRange = 1...365
 

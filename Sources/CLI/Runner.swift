@@ -95,13 +95,9 @@ public final class Runner {
     func dispatch(_ command: Command, _ g: GlobalOptions) throws -> Outcome {
         switch command {
         case .help(let verb):
-            let width = console.outputWidth
-            if let verb, let spec = CommandLineSpec.verb(verb) { try console.out(CommandLineSpec.verbHelp(spec, width: width)) }
-            else { try console.out(CommandLineSpec.mainHelp(width: width)) }
-            return .exit(0)
+            return try help(verb)
         case .version:
-            try console.out("\(CommandLineSpec.programName) \(CommandLineSpec.version)\n")
-            return .exit(0)
+            return try version()
         case .get(let options):
             return try get(g, options)
         case .status(let json, let all):

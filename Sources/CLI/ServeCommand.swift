@@ -7,6 +7,49 @@ import Secrets
 import Glibc
 #endif
 
+/// `serve` on the command line (man page VERBS, BROKER).
+enum ServeCommand {
+    static let spec = VerbSpec(
+        name: "serve", synopsis: "serve [--socket PATH] [--idle-exit SECONDS] [--allow-uid UID]…",
+        summary: "answer token requests over a UNIX socket (the broker)",
+        details: """
+        Answers HTTP/1.1 GET requests on a UNIX stream socket, for containers, sandboxes
+        and services: /v1/token?profile=NAME&min_ttl=SECONDS (what get --json prints),
+        /v1/usage?profile=NAME (what usage --json prints) and /v1/health. Every answer
+        goes through the same lock, access cache and refresh as get; the refresh token
+        never leaves. Only processes of this user (or of a uid given with --allow-uid)
+        are answered. One audit line per answer on stderr. Under systemd socket
+        activation it serves the socket it is given.
+        """,
+        options: [
+            OptionSpec("--socket", value: "PATH", "the socket to create (default: broker.sock in the runtime directory, see FILES)"),
+            OptionSpec("--idle-exit", value: "SECONDS", "exit 0 after this long without a connection (default 0 = never; 60 under socket activation)"),
+            OptionSpec("--allow-uid", value: "UID", repeatable: true, "also answer processes of this user id (repeatable)"),
+        ],
+        examples: ["systemctl --user enable --now chatgpt-credential.socket   # on demand",
+                   "curl --unix-socket \"$XDG_RUNTIME_DIR/chatgpt-credential/broker.sock\" \\\n     http://localhost/v1/token"],
+        parse: { a in
+            var o = ServeOptions()
+            if let path = a.value("--socket") {
+                guard !path.isEmpty, !path.utf8.contains(0) else { throw CredentialError.usage("--socket needs a path") }
+                o.socket = path
+            }
+            if let raw = a.value("--idle-exit") {
+                guard raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(raw), n <= 86400 * 366 else {
+                    throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --idle-exit: a number of seconds from 0 to 31622400")
+                }
+                o.idleExit = n
+            }
+            for raw in a.all("--allow-uid") {
+                guard raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let uid = UInt32(raw), uid != UInt32.max else {
+                    throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --allow-uid: a numeric user id")
+                }
+                o.allowedUIDs.append(uid)
+            }
+            return .serve(o)
+        })
+}
+
 /// `serve` (man page BROKER): the broker. The `Broker` module listens, checks the peer and
 /// frames HTTP; every answer is made here, by running the verb a client would have run (`get
 /// --json`, `usage --json`) through a `Runner` whose console collects the answer and the
@@ -131,4 +174,16 @@ final class AnswerConsole: Console {
 
     /// The answer, moved out (no copy).
     func takeAnswer() -> SecretBytes { answer.take() ?? SecretBytes() }
+}
+
+/// `serve [--socket PATH] [--idle-exit SECONDS] [--allow-uid UID]…`.
+public struct ServeOptions: Sendable, Equatable {
+    /// nil: `broker.sock` in the user's runtime directory (or the socket systemd passes).
+    public var socket: String?
+    /// nil: 0 (never) when started by hand, 60 under socket activation.
+    public var idleExit: Int?
+    public var allowedUIDs: [UInt32] = []
+    public init(socket: String? = nil, idleExit: Int? = nil, allowedUIDs: [UInt32] = []) {
+        self.socket = socket; self.idleExit = idleExit; self.allowedUIDs = allowedUIDs
+    }
 }

@@ -6,6 +6,25 @@ import Credentials
 import Secrets
 import Broker
 
+/// `status` on the command line (man page VERBS).
+enum StatusCommand {
+    static let spec = VerbSpec(
+        name: "status", synopsis: "status [--json] [--all]",
+        summary: "show who is signed in (no secrets)",
+        details: """
+        Shows email, plan, account id, expiry and store of the profile. Exit 0 when get
+        would succeed without a new sign-in, 3 when it would not (not signed in, or the
+        refresh token was rejected and the access token is no longer usable), 5 when a
+        store could not be read.
+        """,
+        options: [
+            OptionSpec("--json", "machine-readable output"),
+            OptionSpec("--all", "every profile found in either store"),
+        ],
+        examples: ["\(CommandLineSpec.programName) status", "\(CommandLineSpec.programName) status --all --json"],
+        parse: { a in .status(json: a.has("--json"), all: a.has("--all")) })
+}
+
 /// `status [--json] [--all]` (man page VERBS): who is signed in, from the access cache or the
 /// store, never a secret.
 extension Runner {

@@ -6,6 +6,27 @@ import Credentials
 import Secrets
 import Broker
 
+/// `store` on the command line (man page VERBS).
+enum StoreCommand {
+    static let spec = VerbSpec(
+        name: "store", synopsis: "store [--from-codex [PATH]]",
+        summary: "store a credential read from stdin (Codex auth.json or token JSON)",
+        details: """
+        Reads one credential (at most 64 KiB) from stdin: Codex's auth.json shape or
+        {"access_token","refresh_token","id_token"?}, and stores it. With --from-codex and
+        no PATH, reads Codex's Secret Service item (service "Codex Auth") instead of
+        auth.json when Codex's config.toml says cli_auth_credentials_store = "keyring"
+        (or "auto" and the item exists) or there is no auth.json; says which it read.
+        """,
+        options: [
+            OptionSpec("--from-codex", value: "PATH", valueOptional: true,
+                      "import Codex's credential: PATH, else $CODEX_HOME/auth.json (~/.codex/auth.json) or Codex's Secret Service item"),
+        ],
+        examples: ["\(CommandLineSpec.programName) store --from-codex",
+                   "\(CommandLineSpec.programName) store < tokens.json"],
+        parse: { a in .store(fromCodex: a.values["--from-codex"]) })
+}
+
 /// `store [--from-codex [PATH]]` (man page VERBS): one credential from stdin or Codex, saved
 /// through the one owner.
 extension Runner {

@@ -7,6 +7,30 @@ import Credentials
 import Glibc
 #endif
 
+/// `usage` on the command line (man page VERBS, USAGE).
+enum UsageCommand {
+    static let spec = VerbSpec(
+        name: "usage", synopsis: "usage [--json] [--all]",
+        summary: "show the plan and rate-limit windows (5 h, 7 d) of the signed-in account",
+        details: """
+        Asks the ChatGPT backend (GET $CHATGPT_CREDENTIAL_BACKEND/wham/usage) with a fresh
+        token, as get would; on a 401, refreshes once and retries once. Shows the plan, one
+        line per window with used percent and when it resets, credits when reported, and
+        additional limits under their names; a bar on a terminal, plain lines otherwise
+        (also with NO_COLOR or TERM=dumb). No tokens are printed.
+        With --all, every profile found in either store, up to 4 asked at once: one block
+        per profile in name order (JSON: {"profiles":{"NAME":{…} | {"error","exit"}}}); a
+        failing profile shows its error and exit code without hiding the others. Exit 0
+        when every profile answered, else the code of the first failing profile by name.
+        """,
+        options: [
+            OptionSpec("--json", "print {plan, allowed, limit_reached, windows, credits, additional_limits} as JSON"),
+            OptionSpec("--all", "every profile found in either store, side by side"),
+        ],
+        examples: ["\(CommandLineSpec.programName) usage", "\(CommandLineSpec.programName) usage --json | jq '.windows[]'"],
+        parse: { a in .usage(json: a.has("--json"), all: a.has("--all")) })
+}
+
 /// `usage [--json]` (man page, USAGE): the plan and rate-limit windows of the signed-in account,
 /// from `GET $CHATGPT_CREDENTIAL_BACKEND/wham/usage` with the token `get` would print. On a 401,
 /// one refresh and one retry. Exit codes as for `get`; an answer without windows is exit 0.

@@ -28,7 +28,7 @@ import Testing
     }
 
     @Test func everyVerbHasAnExampleAndTheCurlLineIsComplete() {
-        for v in CommandLineSpec.verbs { #expect(!(CommandLineSpec.examples[v.name] ?? []).isEmpty, "\(v.name) has no example") }
+        for v in CommandLineSpec.verbs { #expect(!v.examples.isEmpty, "\(v.name) has no example") }
         #expect(CommandLineSpec.mainHelp().contains("-H \"ChatGPT-Account-ID: $(chatgpt-credential get --account-id)\""))
     }
 
