@@ -4,6 +4,7 @@ import CredentialCore
 /// `--no-cache`, `CHATGPT_CREDENTIAL_CACHE`, `CHATGPT_CREDENTIAL_CACHE_TTL`).
 public struct AccessCacheSettings: Sendable, Equatable {
     public static let defaultTTL: Int64 = 300
+    /// What `CHATGPT_CREDENTIAL_CACHE_TTL` may say (read by `CLI/Settings.swift`).
     public static let ttlRange: ClosedRange<Int64> = 1...3600
     /// An entry disappears this long before its access token expires: the refresh margin of
     /// man page REFRESH, so a cached token is never one that `get` would refresh.
@@ -18,13 +19,6 @@ public struct AccessCacheSettings: Sendable, Equatable {
     public init(enabled: Bool = true, ttl: Int64 = AccessCacheSettings.defaultTTL) {
         self.enabled = enabled
         self.ttl = ttl
-    }
-
-    /// A TTL as written in `CHATGPT_CREDENTIAL_CACHE_TTL`: decimal seconds within `ttlRange`.
-    public static func parseTTL(_ text: String) -> Int64? {
-        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
-              let n = Int64(text), ttlRange.contains(n) else { return nil }
-        return n
     }
 
     /// The kernel timeout for an entry whose access token expires at `expiresAt`:

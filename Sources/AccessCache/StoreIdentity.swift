@@ -1,4 +1,5 @@
 import CredentialCore
+import SystemRuntime
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -44,11 +45,11 @@ public enum StoreIdentity: Sendable, Equatable {
     /// applies (no bus, or one GDBus would autolaunch) or the address cannot be parsed: then the
     /// Secret Service is not cached. Touches nothing but a stat and a realpath, so `auto` can
     /// name the store without loading libsecret.
-    public static func secretService(environment: [String: String]) -> StoreIdentity? {
-        if let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty {
+    public static func secretService(bus: SessionBus) -> StoreIdentity? {
+        if let address = bus.address, !address.isEmpty {
             return normalisedBusAddress(address).map { .secretService(busAddress: $0) }
         }
-        guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else { return nil }
+        guard let runtime = bus.runtimeDirectory, runtime.hasPrefix("/") else { return nil }
         let socket = runtime + "/bus"
         var st = stat()
         guard stat(socket, &st) == 0, (st.st_mode & S_IFMT) == S_IFSOCK, st.st_uid == geteuid() else { return nil }

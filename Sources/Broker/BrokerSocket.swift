@@ -20,11 +20,11 @@ package struct BrokerListener: Sendable {
     }
 
     /// The socket systemd passed (`LISTEN_PID` is this process and `LISTEN_FDS` is 1: fd 3), or
-    /// nil when this process was not socket-activated. A passed socket that is not a listening
-    /// UNIX stream socket is refused (exit 2): the broker never answers on TCP.
-    package static func activated(environment env: [String: String]) throws -> BrokerListener? {
-        guard let pidText = env["LISTEN_PID"], let pid = Int32(pidText), pid == getpid(),
-              let fdsText = env["LISTEN_FDS"], let count = Int(fdsText) else { return nil }
+    /// nil when this process was not socket-activated (either variable unset or not a number).
+    /// A passed socket that is not a listening UNIX stream socket is refused (exit 2): the broker
+    /// never answers on TCP.
+    package static func activated(listenPID: Int32?, listenFDs: Int?) throws -> BrokerListener? {
+        guard let pid = listenPID, pid == getpid(), let count = listenFDs else { return nil }
         guard count == 1 else {
             throw CredentialError.usage("systemd passed \(count) sockets (LISTEN_FDS); the broker takes exactly one")
         }

@@ -8,25 +8,25 @@ import Secrets
 import Broker
 
 /// Table-driven argv parsing (see `CommandLineSpec`). Global options may stand before or after
-/// the verb; `--opt=value` and `--opt value` both work; environment variables supply defaults
-/// and flags win. The verb's own options are collected by its `VerbSpec`'s table and turned into
-/// a `Command` by its `parse` (in the verb's `…Command.swift`). Every error is a
+/// the verb; `--opt=value` and `--opt value` both work; environment variables (`Settings`)
+/// supply defaults and flags win. The verb's own options are collected by its `VerbSpec`'s table
+/// and turned into a `Command` by its `parse` (in the verb's `…Command.swift`). Every error is a
 /// `CredentialError.usage` naming the offending word.
 public enum ArgumentParser {
-    public static func parse(_ argv: [String], environment env: [String: String]) throws -> Invocation {
+    public static func parse(_ argv: [String], settings: Settings) throws -> Invocation {
         var globals = GlobalOptions()
         let argv0 = argv.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
         if argv0.hasPrefix("git-credential-") { globals.wire = .git }
         if argv0.hasPrefix("docker-credential-") { globals.wire = .docker }
 
-        // Defaults from the environment; invalid values are usage errors like bad flags.
-        if let p = env["CHATGPT_CREDENTIAL_PROFILE"], !p.isEmpty { globals.profile = try Profile(p) }
-        if let s = env["CHATGPT_CREDENTIAL_STORE"], !s.isEmpty { globals.store = try storeChoice(s, from: "CHATGPT_CREDENTIAL_STORE") }
-        if truthy(env["CHATGPT_CREDENTIAL_NONINTERACTIVE"]) { globals.nonInteractive = true }
-        if truthy(env["CHATGPT_CREDENTIAL_DEBUG"]) { globals.verbose = true }
-        if let c = env["CHATGPT_CREDENTIAL_CACHE"], !c.isEmpty { globals.cache.enabled = try cacheSwitch(c) }
-        if let t = env["CHATGPT_CREDENTIAL_CACHE_TTL"], !t.isEmpty { globals.cache.ttl = try cacheTTL(t) }
-        if let b = env["CHATGPT_CREDENTIAL_BROKER"], !b.isEmpty { globals.broker = try BrokerAddress.parse(b, from: "CHATGPT_CREDENTIAL_BROKER") }
+        // Defaults from the environment (`Settings`, which refused invalid values already).
+        if let p = settings.profile { globals.profile = p }
+        if let s = settings.store { globals.store = s }
+        if settings.nonInteractive { globals.nonInteractive = true }
+        if settings.debug { globals.verbose = true }
+        if let c = settings.cacheEnabled { globals.cache.enabled = c }
+        if let t = settings.cacheTTL { globals.cache.ttl = t }
+        if let b = settings.broker { globals.broker = b }
 
         var verb: String?
         var verbFlags: [String: String?] = [:]
@@ -179,27 +179,5 @@ public enum ArgumentParser {
             throw CredentialError.usage("invalid value '\(Sanitize.line(s, limit: 40))' for \(source): use auto, secret-service or file")
         }
         return c
-    }
-
-    /// `CHATGPT_CREDENTIAL_CACHE`: exactly `on` or `off` (a typo must not silently mean either).
-    static func cacheSwitch(_ s: String) throws -> Bool {
-        switch s {
-        case "on": return true
-        case "off": return false
-        default: throw CredentialError.usage("invalid value '\(Sanitize.line(s, limit: 40))' for CHATGPT_CREDENTIAL_CACHE: use on or off")
-        }
-    }
-
-    static func cacheTTL(_ s: String) throws -> Int64 {
-        guard let ttl = AccessCacheSettings.parseTTL(s) else {
-            let range = AccessCacheSettings.ttlRange
-            throw CredentialError.usage("invalid value '\(Sanitize.line(s, limit: 40))' for CHATGPT_CREDENTIAL_CACHE_TTL: a number of seconds from \(range.lowerBound) to \(range.upperBound)")
-        }
-        return ttl
-    }
-
-    static func truthy(_ v: String?) -> Bool {
-        guard let v else { return false }
-        return !["", "0", "false", "no", "off"].contains(v.lowercased())
     }
 }

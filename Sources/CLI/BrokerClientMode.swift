@@ -31,11 +31,11 @@ extension Runner {
         case .exec(let argv):
             let document = try brokerToken(broker, g, requiredTTL: nil)
             _ = try GetFormatter.safe(document.accessToken, "access token", profile: g.profile)
-            var env = services.environment
+            var child = services.settings.childEnvironment
             // EDGE: exec's environment; setenv(3) and the child need the token as a C string.
-            env["CHATGPT_ACCESS_TOKEN"] = document.accessToken.unsafeString()
-            env["CHATGPT_ACCOUNT_ID"] = document.accountId
-            return .replaceProcess(argv: argv, environment: env)
+            child["CHATGPT_ACCESS_TOKEN"] = document.accessToken.unsafeString()
+            child["CHATGPT_ACCOUNT_ID"] = document.accountId
+            return .replaceProcess(argv: argv, childEnvironment: child)
         case .status(let json, let all):
             if all { throw CredentialError.usage("status --all reads the stores, which client mode never does; run it where the broker runs") }
             return try brokerStatus(broker, g, json: json)
@@ -45,7 +45,7 @@ extension Runner {
             if json {
                 try console.out(JSON.serialize(value) + "\n")
             } else {
-                let style = UsageRenderer.style(stdoutIsTerminal: console.stdoutIsTerminal, environment: services.environment)
+                let style = usageStyle()
                 let now = services.now()
                 let (report, plan) = UsageRenderer.report(normalized: value, now: now)
                 try console.out(UsageRenderer(style: style, now: now).text(report, plan: plan))

@@ -19,7 +19,9 @@ extension Runner {
 
     func codexCredential(path: String?, _ g: GlobalOptions) throws -> CodexCredential {
         if let path { return CodexCredential(secret: try FileSystem.readSmallFile(path, limit: TokenImport.maxBytes), source: path) }
-        guard let home = CodexKeyring.home(env: services.environment), let authPath = CodexAuthFile.defaultPath(env: services.environment) else {
+        let settings = services.settings
+        guard let home = CodexKeyring.home(codexHome: settings.codexHome, home: settings.home),
+              let authPath = CodexAuthFile.defaultPath(codexHome: settings.codexHome, home: settings.home) else {
             throw CredentialError.usage("cannot find Codex's auth.json: set CODEX_HOME or HOME, or give its path")
         }
         let configPath = (home.hasSuffix("/") ? home : home + "/") + "config.toml"

@@ -29,10 +29,10 @@ enum ExecCommand {
 extension Runner {
     func exec(_ g: GlobalOptions, _ argv: [String]) throws -> Outcome {
         let fresh = try freshCredential(g, GetOptions())
-        var env = services.environment
+        var child = services.settings.childEnvironment
         // EDGE: exec's environment; setenv(3) and the child need the token as a C string.
-        env["CHATGPT_ACCESS_TOKEN"] = fresh.document.accessToken.unsafeString()
-        env["CHATGPT_ACCOUNT_ID"] = fresh.document.accountId
-        return .replaceProcess(argv: argv, environment: env)
+        child["CHATGPT_ACCESS_TOKEN"] = fresh.document.accessToken.unsafeString()
+        child["CHATGPT_ACCOUNT_ID"] = fresh.document.accountId
+        return .replaceProcess(argv: argv, childEnvironment: child)
     }
 }

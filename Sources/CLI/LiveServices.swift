@@ -11,17 +11,20 @@ import Glibc
 
 /// The real wiring: Secret Service through libsecret, the age file store, the issuer over HTTPS.
 extension Services {
-    public static func live(environment env: [String: String], console: Console) -> Services {
-        let paths = Paths(environment: env)
-        // Read here, at the executable's edge: the file store is handed the setting, never the environment.
-        let passphraseFile = env["CHATGPT_CREDENTIAL_PASSPHRASE_FILE"]
+    public static func live(settings: Settings, console: Console) -> Services {
+        // Each store is handed its typed settings, never the environment.
+        let paths = settings.paths
+        let passphraseFile = settings.passphraseFile
+        let bus = settings.sessionBus
+        let dbusTimeout = settings.dbusTimeout
+        let issuer = settings.issuer
         var services = Services(
-            environment: env,
+            settings: settings,
             paths: paths,
             makeSelector: { g in
                 StoreSelector(
                     choice: g.store,
-                    secretService: { SecretServiceStore(environment: env) },
+                    secretService: { SecretServiceStore(bus: bus, timeout: dbusTimeout) },
                     file: {
                         AgeFileStore(paths: paths, passphraseFile: passphraseFile,
                                      prompt: g.nonInteractive ? nil : TerminalPassphrasePrompt())
@@ -32,12 +35,12 @@ extension Services {
                         var st = stat()
                         return lstat(path, &st) == 0
                     },
-                    probe: { SecretServiceStore.probe(environment: env) })
+                    probe: { SecretServiceStore.probe(bus: bus, timeout: dbusTimeout) })
             },
-            makeRefresher: { _ in IssuerClient(config: try IssuerConfig.fromEnvironment(env)) },
+            makeRefresher: { _ in IssuerClient(config: try issuer.get()) },
             revoke: { _, refreshToken in
                 do {
-                    let client = IssuerClient(config: try IssuerConfig.fromEnvironment(env))
+                    let client = IssuerClient(config: try issuer.get())
                     return client.revoke(refreshToken: refreshToken) ? nil : "the issuer did not confirm"
                 } catch let e as CredentialError {
                     return e.message
@@ -47,8 +50,8 @@ extension Services {
             },
             // Tuning for tests and slow machines: how long a waiting `get` queues behind another
             // process's refresh before exit 4 (default 60 s).
-            lockTimeout: env["CHATGPT_CREDENTIAL_LOCK_TIMEOUT"].flatMap { Double($0) }.flatMap { $0.isNaN ? nil : min(max($0, 0), 600) } ?? 60)
-        services.lookupForeignSecret = { attributes in try SecretServiceStore(environment: env).lookup(attributes: attributes) }
+            lockTimeout: settings.lockTimeout ?? 60)
+        services.lookupForeignSecret = { attributes in try SecretServiceStore(bus: bus, timeout: dbusTimeout).lookup(attributes: attributes) }
         services.makeCache = { g in
             let keyring = KeyringCache(settings: g.cache, diagnostic: { line in
                 if g.verbose { console.err("chatgpt-credential: debug: " + Sanitize.line(line)) }
@@ -60,7 +63,7 @@ extension Services {
             return CredentialCache(keyring: keyring, identity: { kind, profile in
                 switch kind {
                 case .file: return paths.encryptedFile(for: profile).flatMap { StoreIdentity.file(normalising: $0) }
-                case .secretService: return StoreIdentity.secretService(environment: env)
+                case .secretService: return StoreIdentity.secretService(bus: bus)
                 }
             }, storeCheck: { kind, profile in
                 guard kind == .file else { return true }

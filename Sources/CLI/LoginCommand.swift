@@ -34,17 +34,15 @@ enum LoginCommand {
 /// `auto` says (under the profile lock) and reports who signed in.
 extension Runner {
     /// An explicit flag wins; otherwise the device flow over SSH or without a display, else the browser.
-    static func defaultLoginMode(_ env: [String: String]) -> LoginMode {
-        func set(_ k: String) -> Bool { !(env[k] ?? "").isEmpty }
-        if set("SSH_CONNECTION") || set("SSH_TTY") { return .device }
-        if set("DISPLAY") || set("WAYLAND_DISPLAY") { return .browser }
+    static func defaultLoginMode(_ settings: Settings) -> LoginMode {
+        if settings.overSSH { return .device }
+        if settings.hasDisplay { return .browser }
         return .device
     }
 
     func login(_ g: GlobalOptions, mode: LoginMode?, clipboard: Bool = false) throws -> Outcome {
-        let env = services.environment
-        let client = IssuerClient(config: try IssuerConfig.fromEnvironment(env))
-        let chosen = mode ?? Self.defaultLoginMode(env)
+        let client = IssuerClient(config: try services.settings.issuer.get())
+        let chosen = mode ?? Self.defaultLoginMode(services.settings)
         verbose(g, "login: \(chosen.rawValue) flow against \(client.config.baseURL)")
 
         // Over a live sign-in: say what the new one replaces before the person starts.
@@ -83,7 +81,7 @@ extension Runner {
 
     private func runFlow(_ chosen: LoginMode, _ g: GlobalOptions, client: IssuerClient, interrupt: InterruptWatch?,
                          clipboard: Bool, keep: (TokenGrant) throws -> Void) throws {
-        let env = services.environment
+        let settings = services.settings
         let prompts = SignInPrompts(console: console, clipboard: clipboard)
         switch chosen {
         case .device:
@@ -96,8 +94,9 @@ extension Runner {
             try flow.checkUsable()
             try flow.run(complete: keep)
         case .browser:
-            var flow = BrowserFlow(client: client, presenter: prompts, interrupt: interrupt, environment: env,
-                                   openBrowser: !g.nonInteractive, profile: g.profile)
+            var flow = BrowserFlow(client: client, presenter: prompts, interrupt: interrupt,
+                                   browser: settings.browser, hasDisplay: settings.hasDisplay,
+                                   childEnvironment: settings.childEnvironment, openBrowser: !g.nonInteractive, profile: g.profile)
             flow.debug = { self.verbose(g, $0) }
             try flow.run(complete: keep)
         }

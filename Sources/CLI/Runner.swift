@@ -34,7 +34,7 @@ public final class Runner {
             case .help, .version: break
             default:
                 // A non-loopback http:// issuer is refused before anything could reach the network.
-                _ = try IssuerConfig.fromEnvironment(services.environment)
+                _ = try services.settings.issuer.get()
             }
             let outcome = try dispatch(invocation.command, g)
             // The broker acts on a deferred signal itself (it stops after that answer, exit 0).
@@ -133,7 +133,7 @@ public final class Runner {
                         lock: ProfileLock(profile: g.profile, path: services.paths.lockFile(for: g.profile), timeout: services.lockTimeout),
                         now: services.now, cache: services.makeCache(g), refresher: { try self.services.makeRefresher(g) })
         // The back-off names the issuer it is about: a record for another address is ignored.
-        owner.backoff.issuer = (try? IssuerConfig.fromEnvironment(services.environment).baseURL) ?? ""
+        owner.backoff.issuer = (try? services.settings.issuer.get().baseURL) ?? ""
         return owner
     }
 

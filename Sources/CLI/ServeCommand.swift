@@ -57,7 +57,7 @@ enum ServeCommand {
 extension Runner {
     func serve(_ g: GlobalOptions, _ o: ServeOptions) throws -> Outcome {
         let listener: BrokerListener
-        if let activated = try BrokerListener.activated(environment: services.environment) {
+        if let activated = try BrokerListener.activated(listenPID: services.settings.listenPID, listenFDs: services.settings.listenFDs) {
             if o.socket != nil {
                 throw CredentialError.usage("--socket cannot be used under systemd socket activation (the socket is the one systemd passes)")
             }

@@ -8,7 +8,8 @@ import Secrets
 /// The seams between the command layer and the outside world: stores, the issuer, the clock.
 /// `Services.live` wires the real ones; unit tests inject memory stores and scripted issuers.
 public struct Services {
-    public var environment: [String: String]
+    /// The environment, read once by the executable (`Settings`).
+    public var settings: Settings
     public var paths: Paths
     public var now: () -> Int64
     public var makeSelector: (GlobalOptions) -> StoreSelector
@@ -23,14 +24,14 @@ public struct Services {
     /// `store --from-codex`); nil: no such item. Default: none (unit tests).
     package var lookupForeignSecret: ([(String, String)]) throws -> SecretBytes?
 
-    public init(environment: [String: String], paths: Paths, now: @escaping () -> Int64 = Clock.now,
+    public init(settings: Settings = Settings(), paths: Paths, now: @escaping () -> Int64 = Clock.now,
                 makeSelector: @escaping (GlobalOptions) -> StoreSelector,
                 makeRefresher: @escaping (GlobalOptions) throws -> TokenRefreshing,
                 revoke: @escaping (GlobalOptions, SecretToken) -> String?,
                 lockTimeout: Double = 60) {
         self.makeCache = { _ in nil }
         self.lookupForeignSecret = { _ in nil }
-        self.environment = environment
+        self.settings = settings
         self.paths = paths
         self.now = now
         self.makeSelector = makeSelector

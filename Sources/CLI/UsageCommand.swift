@@ -38,7 +38,7 @@ enum UsageCommand {
 extension Runner {
     func usage(_ g: GlobalOptions, json: Bool, all: Bool = false) throws -> Outcome {
         // Before anything could reach the network, a refresh included.
-        let backend = try BackendConfig.fromEnvironment(services.environment)
+        let backend = try services.settings.backend.get()
         if all { return try usageOfAll(g, json: json, backend: backend) }
         let (report, plan) = try usageAnswer(g, backend: backend)
         if json {
@@ -50,7 +50,8 @@ extension Runner {
     }
 
     func usageStyle() -> UsageRenderer.Style {
-        UsageRenderer.style(stdoutIsTerminal: console.stdoutIsTerminal, environment: services.environment)
+        UsageRenderer.style(stdoutIsTerminal: console.stdoutIsTerminal, noColor: services.settings.noColor,
+                            term: services.settings.term, locale: services.settings.locale)
     }
 
     /// The profile's usage report and the plan to show: a fresh token, the request, and on a 401

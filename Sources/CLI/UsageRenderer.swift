@@ -24,12 +24,10 @@ struct UsageRenderer {
     static let barWidth = 20
 
     /// A terminal gets bars and colour unless `NO_COLOR` is set (to anything but empty) or `TERM`
-    /// is `dumb` or unset; block glyphs only under a UTF-8 locale.
-    static func style(stdoutIsTerminal: Bool, environment env: [String: String]) -> Style {
-        let term = env["TERM"] ?? ""
-        guard stdoutIsTerminal, (env["NO_COLOR"] ?? "").isEmpty, !term.isEmpty, term != "dumb" else { return .plain }
-        let locale = [env["LC_ALL"], env["LC_CTYPE"], env["LANG"]].compactMap { $0 }.first { !$0.isEmpty } ?? ""
-        let l = locale.lowercased()
+    /// is `dumb` or unset; block glyphs only under a UTF-8 locale (`Settings.locale`).
+    static func style(stdoutIsTerminal: Bool, noColor: Bool, term: String?, locale: String?) -> Style {
+        guard stdoutIsTerminal, !noColor, let term, !term.isEmpty, term != "dumb" else { return .plain }
+        let l = (locale ?? "").lowercased()
         return .terminal(unicode: l.contains("utf-8") || l.contains("utf8"))
     }
 

@@ -15,9 +15,9 @@ public enum CodexKeyring {
     }
 
     /// `$CODEX_HOME` when set and non-empty, else `$HOME/.codex`; nil when neither is usable.
-    public static func home(env: [String: String]) -> String? {
-        if let home = env["CODEX_HOME"], !home.isEmpty { return home }
-        if let home = env["HOME"], !home.isEmpty { return (home.hasSuffix("/") ? home : home + "/") + ".codex" }
+    public static func home(codexHome: String?, home: String?) -> String? {
+        if let codexHome, !codexHome.isEmpty { return codexHome }
+        if let home, !home.isEmpty { return (home.hasSuffix("/") ? home : home + "/") + ".codex" }
         return nil
     }
 

@@ -127,10 +127,10 @@ public enum CodexAuthFile {
     /// `$CODEX_HOME/auth.json` when `CODEX_HOME` is set and non-empty, else
     /// `$HOME/.codex/auth.json`; nil when neither variable is usable.
     ///
-    ///     CodexAuthFile.defaultPath(env: ["HOME": "/home/ann"])  // "/home/ann/.codex/auth.json"
-    public static func defaultPath(env: [String: String]) -> String? {
-        if let home = env["CODEX_HOME"], !home.isEmpty { return join(home, "auth.json") }
-        if let home = env["HOME"], !home.isEmpty { return join(home, ".codex/auth.json") }
+    ///     CodexAuthFile.defaultPath(codexHome: nil, home: "/home/ann")  // "/home/ann/.codex/auth.json"
+    public static func defaultPath(codexHome: String?, home: String?) -> String? {
+        if let codexHome, !codexHome.isEmpty { return join(codexHome, "auth.json") }
+        if let home, !home.isEmpty { return join(home, ".codex/auth.json") }
         return nil
     }
 

@@ -19,10 +19,9 @@ public struct IssuerConfig: Equatable, Sendable {
         service = try ServiceURL(text, variable: OAuthConstants.issuerEnvironmentVariable)
     }
 
-    /// Reads `CHATGPT_CREDENTIAL_ISSUER` from the environment handed in (unset or empty: the
-    /// default issuer).
-    public static func fromEnvironment(_ environment: [String: String]) throws -> IssuerConfig {
-        try ServiceURL.fromEnvironment(OAuthConstants.issuerEnvironmentVariable, environment).map(IssuerConfig.init(service:)) ?? .default
+    /// The issuer `CHATGPT_CREDENTIAL_ISSUER` names (nil: unset or empty, the default issuer).
+    public init(setting text: String?) throws {
+        if let text { try self.init(text) } else { self = .default }
     }
 
     /// The full URL of an endpoint path such as `/oauth/token`.

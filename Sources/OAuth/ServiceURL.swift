@@ -58,13 +58,6 @@ public struct ServiceURL: Equatable, Sendable {
         isLoopback = scheme == "http" && loopback
     }
 
-    /// The value of `variable` in `environment` (the process environment when nil); nil when it
-    /// is unset or empty, so the caller uses its default.
-    public static func fromEnvironment(_ variable: String, _ environment: [String: String]) throws -> ServiceURL? {
-        guard let value = environment[variable], !value.isEmpty else { return nil }
-        return try ServiceURL(value, variable: variable)
-    }
-
     /// The full URL of an endpoint path such as `/oauth/token`.
     public func url(_ path: String) -> String { baseURL + path }
 

@@ -15,7 +15,12 @@ public struct BrowserFlow {
     public var client: IssuerClient
     public var presenter: SignInPresenter
     public var interrupt: InterruptWatch?
-    public var environment: [String: String]
+    /// `$BROWSER` (nil: unset or empty).
+    public var browser: String?
+    /// `DISPLAY` or `WAYLAND_DISPLAY` is set: `xdg-open` may open a browser.
+    public var hasDisplay: Bool
+    /// What the browser launcher inherits: this process's environment.
+    public var childEnvironment: [String: String]
     /// False with `--non-interactive`: the URL is printed, never opened.
     public var openBrowser: Bool
     /// The profile signing in: messages that say what to run name it.
@@ -27,12 +32,15 @@ public struct BrowserFlow {
     /// Told the port and redirect URI (for --verbose).
     public var debug: (String) -> Void = { _ in }
 
-    public init(client: IssuerClient, presenter: SignInPresenter, interrupt: InterruptWatch?, environment: [String: String], openBrowser: Bool,
+    public init(client: IssuerClient, presenter: SignInPresenter, interrupt: InterruptWatch?,
+                browser: String?, hasDisplay: Bool, childEnvironment: [String: String], openBrowser: Bool,
                 profile: Profile) {
         self.client = client
         self.presenter = presenter
         self.interrupt = interrupt
-        self.environment = environment
+        self.browser = browser
+        self.hasDisplay = hasDisplay
+        self.childEnvironment = childEnvironment
         self.openBrowser = openBrowser
         self.profile = profile
     }
@@ -54,7 +62,7 @@ public struct BrowserFlow {
             // that starts wins. Each gets the URL as its single argument, without a shell.
             var problem: CredentialError?
             for program in launcher.programs {
-                switch Spawned.start([program, url], environment: environment, quiet: launcher.quiet) {
+                switch Spawned.start([program, url], childEnvironment: childEnvironment, quiet: launcher.quiet) {
                 case .success(let s): child = s; problem = nil
                 case .failure(let e): problem = e
                 }
@@ -163,11 +171,10 @@ public struct BrowserFlow {
     /// `$BROWSER` when set (a program name or path; several may be separated by ':'), else
     /// `xdg-open` when a display exists. `quiet`: the program's output is discarded (xdg-open).
     func launchCommand() -> (programs: [String], quiet: Bool)? {
-        if let b = environment["BROWSER"] {
+        if let b = browser {
             let programs = b.split(separator: ":").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty }
             if !programs.isEmpty { return (programs, false) }
         }
-        let hasDisplay = !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
         return hasDisplay ? (["xdg-open"], true) : nil
     }
 }

@@ -35,14 +35,14 @@ public final class SecretServiceStore: CredentialStore {
     public let kind: StoreKind = .secretService
     /// Deadline for each operation, in seconds.
     public let timeout: Double
-    /// The process environment as handed in (`Services.environment`): where the bus is.
-    private let environment: [String: String]
+    /// Where the session bus is (read once by the executable).
+    public let bus: SessionBus
 
-    /// `timeout` defaults to `Deadline.secretServiceSeconds(environment:)` (3 s, 30 s with a
-    /// terminal, or `CHATGPT_CREDENTIAL_DBUS_TIMEOUT`).
-    public init(environment: [String: String], timeout: Double? = nil) {
-        self.environment = environment
-        self.timeout = timeout ?? Deadline.secretServiceSeconds(environment: environment)
+    /// `timeout`: `CHATGPT_CREDENTIAL_DBUS_TIMEOUT` when set, else (nil)
+    /// `Deadline.secretServiceSeconds()` (3 s, 30 s with a terminal).
+    public init(bus: SessionBus, timeout: Double? = nil) {
+        self.bus = bus
+        self.timeout = timeout ?? Deadline.secretServiceSeconds()
     }
 
     public func location(for profile: Profile) -> String { "the Secret Service" }
@@ -218,8 +218,8 @@ public final class SecretServiceStore: CredentialStore {
     /// and its default collection is unlocked and durable, `.locked` when that collection is
     /// locked, `.volatile` when it lives only in memory, `.unavailable(reason)` otherwise (no bus,
     /// no service, no default keyring, timeout).
-    public static func probe(environment: [String: String], timeout: Double? = nil) -> SecretServiceAvailability {
-        let store = SecretServiceStore(environment: environment, timeout: timeout)
+    public static func probe(bus: SessionBus, timeout: Double? = nil) -> SecretServiceAvailability {
+        let store = SecretServiceStore(bus: bus, timeout: timeout)
         do {
             return try store.perform { service, cancellable in
                 var error: UnsafeMutablePointer<GError>?
@@ -284,9 +284,8 @@ public final class SecretServiceStore: CredentialStore {
 
     /// Why there is certainly no session bus, or nil when there may be one. Cheap: no libsecret
     /// (which would try to autolaunch a bus through X11 and fail only after a while).
-    public static func missingBusReason(environment: [String: String]) -> String? {
-        missingBusReason(sessionBusAddress: environment["DBUS_SESSION_BUS_ADDRESS"],
-                         runtimeDirectory: environment["XDG_RUNTIME_DIR"])
+    public static func missingBusReason(bus: SessionBus) -> String? {
+        missingBusReason(sessionBusAddress: bus.address, runtimeDirectory: bus.runtimeDirectory)
     }
 
     /// The same decision from explicit values (DBUS_SESSION_BUS_ADDRESS, XDG_RUNTIME_DIR).
@@ -305,7 +304,7 @@ public final class SecretServiceStore: CredentialStore {
     /// watchdog that cancels `cancellable` when the deadline passes (every libsecret call takes
     /// it, so a hung service returns G_IO_ERROR_CANCELLED at once → the timeout error).
     private func perform<T: ~Copyable>(_ body: (UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>) throws -> T) throws -> T {
-        if let reason = Self.missingBusReason(environment: environment) {
+        if let reason = Self.missingBusReason(bus: bus) {
             throw CredentialError.storeUnavailable(reason)
         }
         try Self.loadLibsecret()

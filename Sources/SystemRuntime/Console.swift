@@ -41,5 +41,5 @@ extension Console {
 /// How a run ends: an exit status, or (for `exec`) replacing this process with another.
 public enum Outcome: Equatable, Sendable {
     case exit(Int32)
-    case replaceProcess(argv: [String], environment: [String: String])
+    case replaceProcess(argv: [String], childEnvironment: [String: String])
 }

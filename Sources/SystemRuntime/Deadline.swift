@@ -11,32 +11,10 @@ import Glibc
 public enum Deadline {
     /// The deadline for Secret Service calls, in seconds (man page STORES): 30 s when stdin or
     /// stderr is a terminal (a person may be answering an unlock prompt), 3 s otherwise (gh's
-    /// value: scripts must not hang on a D-Bus activation that never completes).
-    /// `CHATGPT_CREDENTIAL_DBUS_TIMEOUT` in `environment` (seconds, decimal, > 0) overrides both;
-    /// tests use it.
-    public static func secretServiceSeconds(environment: [String: String]) -> Double {
-        if let raw = environment["CHATGPT_CREDENTIAL_DBUS_TIMEOUT"], let value = parseSeconds(raw) { return value }
-        return (isatty(0) == 1 || isatty(2) == 1) ? 30 : 3
-    }
-
-    /// Parses `3`, `0.5`, `1.25` (no exponent, no sign); nil for anything else or for <= 0.
-    public static func parseSeconds(_ text: String) -> Double? {
-        var whole: Double = 0, fraction: Double = 0, scale: Double = 1
-        var seenDot = false, digits = 0
-        for b in text.utf8 {
-            if b == 46 {
-                if seenDot { return nil }
-                seenDot = true
-            } else if b >= 48 && b <= 57 {
-                digits += 1
-                if seenDot { scale /= 10; fraction += Double(b - 48) * scale } else { whole = whole * 10 + Double(b - 48) }
-            } else {
-                return nil
-            }
-        }
-        let value = whole + fraction
-        guard digits > 0, value > 0, value <= 3600 else { return nil }
-        return value
+    /// value: scripts must not hang on a D-Bus activation that never completes). The store takes
+    /// `CHATGPT_CREDENTIAL_DBUS_TIMEOUT` instead when it is set (`CLI/Settings.swift` reads it).
+    public static func secretServiceSeconds() -> Double {
+        (isatty(0) == 1 || isatty(2) == 1) ? 30 : 3
     }
 
     /// `3` -> "3 s", `1.5` -> "1.5 s", `0.25` -> "0.25 s".

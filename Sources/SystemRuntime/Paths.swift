@@ -4,7 +4,8 @@ import Secrets
 import Glibc
 #endif
 
-/// Where files live (XDG base directories), resolved once from the environment.
+/// Where files live (XDG base directories), resolved once from the settings the executable read
+/// (`CLI/Settings.swift`).
 public struct Paths: Sendable {
     public let dataDirectory: String?     // $XDG_DATA_HOME/chatgpt-credential
     public let configDirectory: String?   // $XDG_CONFIG_HOME/chatgpt-credential
@@ -12,16 +13,17 @@ public struct Paths: Sendable {
     /// locks (`lockDirectory` depends on the uid alone).
     public let runtimeBase: String?
 
-    public init(environment env: [String: String]) {
-        func base(_ xdg: String, _ fallback: String) -> String? {
+    /// From `HOME`, `XDG_DATA_HOME`, `XDG_CONFIG_HOME` and `XDG_RUNTIME_DIR` (nil: unset).
+    public init(home: String? = nil, dataHome: String? = nil, configHome: String? = nil, runtimeDirectory: String? = nil) {
+        func base(_ xdg: String?, _ fallback: String) -> String? {
             // XDG base directories must be absolute; anything else is ignored (XDG spec).
-            if let v = env[xdg], v.hasPrefix("/") { return v }
-            if let home = env["HOME"], home.hasPrefix("/") { return home + fallback }
+            if let v = xdg, v.hasPrefix("/") { return v }
+            if let home, home.hasPrefix("/") { return home + fallback }
             return nil
         }
-        dataDirectory = base("XDG_DATA_HOME", "/.local/share").map { $0 + "/chatgpt-credential" }
-        configDirectory = base("XDG_CONFIG_HOME", "/.config").map { $0 + "/chatgpt-credential" }
-        if let r = env["XDG_RUNTIME_DIR"], r.hasPrefix("/") { runtimeBase = r } else { runtimeBase = nil }
+        dataDirectory = base(dataHome, "/.local/share").map { $0 + "/chatgpt-credential" }
+        configDirectory = base(configHome, "/.config").map { $0 + "/chatgpt-credential" }
+        if let r = runtimeDirectory, r.hasPrefix("/") { runtimeBase = r } else { runtimeBase = nil }
     }
 
     /// The default X25519 key of the file store.

@@ -24,7 +24,7 @@ public struct Spawned {
         return .signalled(sig)
     }
 
-    public static func start(_ argv: [String], environment: [String: String], quiet: Bool) -> Result<Spawned, CredentialError> {
+    public static func start(_ argv: [String], childEnvironment: [String: String], quiet: Bool) -> Result<Spawned, CredentialError> {
         guard let program = argv.first, !program.isEmpty else { return .failure(.failure("no program to run")) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -49,7 +49,7 @@ public struct Spawned {
 
         var cargv: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) }
         cargv.append(nil)
-        var cenv: [UnsafeMutablePointer<CChar>?] = environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") }
+        var cenv: [UnsafeMutablePointer<CChar>?] = childEnvironment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") }
         cenv.append(nil)
         defer {
             for p in cargv { free(p) }

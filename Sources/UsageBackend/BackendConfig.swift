@@ -22,9 +22,9 @@ public struct BackendConfig: Equatable, Sendable {
         service = try ServiceURL(text, variable: Self.environmentVariable)
     }
 
-    /// Reads `CHATGPT_CREDENTIAL_BACKEND` (unset or empty: the default backend).
-    public static func fromEnvironment(_ environment: [String: String]) throws -> BackendConfig {
-        try ServiceURL.fromEnvironment(environmentVariable, environment).map(BackendConfig.init(service:)) ?? .default
+    /// The backend `CHATGPT_CREDENTIAL_BACKEND` names (nil: unset or empty, the default backend).
+    public init(setting text: String?) throws {
+        if let text { try self.init(text) } else { self = .default }
     }
 
     public func url(_ path: String) -> String { service.url(path) }

@@ -113,15 +113,19 @@ if cs_argc() >= 0 {
 }
 
 let console = StandardConsole(stdoutClosed: stdoutClosed)
+// The environment is read here, once, into typed settings (CLI/Settings.swift); bad values of the
+// command line's defaults are usage errors before argv is looked at.
+let settings: Settings
 let invocation: Invocation
 do {
-    invocation = try ArgumentParser.parse(arguments, environment: environment)
+    settings = try Settings(environment: environment)
+    invocation = try ArgumentParser.parse(arguments, settings: settings)
 } catch let e as CredentialError {
     console.err("chatgpt-credential: " + e.message)
     exit(e.exitCode)
 }
 
-let runner = Runner(console: console, services: .live(environment: environment, console: console))
+let runner = Runner(console: console, services: .live(settings: settings, console: console))
 switch runner.run(invocation) {
 case .exit(let code):
     exit(code)

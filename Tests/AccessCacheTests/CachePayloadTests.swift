@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import AccessCache
 @testable import CredentialCore
+import SystemRuntime
 import TestSupport
 
 /// The parts of the cache that need no kernel: the payload format, the settings, the descriptions.
@@ -59,15 +60,6 @@ import TestSupport
     }
 
     // MARK: settings
-
-    @Test func ttlParsing() {
-        #expect(AccessCacheSettings.parseTTL("1") == 1)
-        #expect(AccessCacheSettings.parseTTL("300") == 300)
-        #expect(AccessCacheSettings.parseTTL("3600") == 3600)
-        for bad in ["", "0", "3601", "-1", "+5", " 5", "5s", "1e3", "99999999999999999999999", "٣"] {
-            #expect(AccessCacheSettings.parseTTL(bad) == nil, "accepted \(bad)")
-        }
-    }
 
     @Test func kernelTimeoutIsTheSmallerOfTTLAndExpiryLessFiveMinutes() {
         let s = AccessCacheSettings(ttl: 300)
@@ -140,16 +132,16 @@ import TestSupport
     }
 
     @Test func theBusIsFoundAsGDBusFindsIt() throws {
-        #expect(StoreIdentity.secretService(environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:abstract=/tmp/x,guid=1"])
+        #expect(StoreIdentity.secretService(bus: SessionBus(address: "unix:abstract=/tmp/x,guid=1"))
                 == .secretService(busAddress: "unix:abstract=/tmp/x")) // normalised: no guid
         let dir = NSTemporaryDirectory() + "ccred-bus-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir + "/sub dir", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let runtime = dir + "/sub dir"
         // No socket yet, or a regular file in its place: no bus, no identity.
-        #expect(StoreIdentity.secretService(environment: ["XDG_RUNTIME_DIR": runtime]) == nil)
+        #expect(StoreIdentity.secretService(bus: SessionBus(runtimeDirectory: runtime)) == nil)
         _ = FileManager.default.createFile(atPath: runtime + "/bus", contents: nil)
-        #expect(StoreIdentity.secretService(environment: ["XDG_RUNTIME_DIR": runtime]) == nil)
+        #expect(StoreIdentity.secretService(bus: SessionBus(runtimeDirectory: runtime)) == nil)
         try FileManager.default.removeItem(atPath: runtime + "/bus")
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
@@ -167,11 +159,11 @@ import TestSupport
             let c = Character(Unicode.Scalar(b))
             return c.isLetter && c.isASCII || c.isNumber && c.isASCII || "-_/\\.*".contains(c) ? String(c) : String(format: "%%%02X", b)
         }.joined()
-        #expect(StoreIdentity.secretService(environment: ["XDG_RUNTIME_DIR": runtime])
+        #expect(StoreIdentity.secretService(bus: SessionBus(runtimeDirectory: runtime))
                 == .secretService(busAddress: "unix:path=\(escaped)/sub%20dir/bus"))
         // The explicit address wins; a relative XDG_RUNTIME_DIR is ignored.
-        #expect(StoreIdentity.secretService(environment: ["XDG_RUNTIME_DIR": runtime, "DBUS_SESSION_BUS_ADDRESS": "unix:path=/x"])
+        #expect(StoreIdentity.secretService(bus: SessionBus(address: "unix:path=/x", runtimeDirectory: runtime))
                 == .secretService(busAddress: "unix:path=/x"))
-        #expect(StoreIdentity.secretService(environment: ["XDG_RUNTIME_DIR": "relative"]) == nil)
+        #expect(StoreIdentity.secretService(bus: SessionBus(runtimeDirectory: "relative")) == nil)
     }
 }

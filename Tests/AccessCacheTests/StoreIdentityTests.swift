@@ -39,7 +39,7 @@ import Testing
     @Test(arguments: ["", "nocolon", ":path=/x", "unix:path", "unix:=x", "unix:path=%zz", "unix:path=%2", "unix:path=%+f"])
     func unparsableAddressesAreNotCached(_ address: String) {
         #expect(N.normalisedBusAddress(address) == nil)
-        #expect(N.secretService(environment: ["DBUS_SESSION_BUS_ADDRESS": address]) == (address.isEmpty ? nil : nil))
+        #expect(N.secretService(bus: SessionBus(address: address)) == (address.isEmpty ? nil : nil))
     }
 
     @Test func aSocketPathIsItsRealPath() throws {
@@ -80,8 +80,8 @@ import Testing
         let dir = try Self.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try FileManager.default.createDirectory(atPath: dir + "/chatgpt-credential", withIntermediateDirectories: true)
-        let plain = Paths(environment: ["XDG_DATA_HOME": dir]).encryptedFile(for: .default)!
-        let slash = Paths(environment: ["XDG_DATA_HOME": dir + "/"]).encryptedFile(for: .default)!
+        let plain = Paths(dataHome: dir).encryptedFile(for: .default)!
+        let slash = Paths(dataHome: dir + "/").encryptedFile(for: .default)!
         #expect(plain != slash)
         #expect(N.file(normalising: plain) == N.file(normalising: slash))
         #expect(N.file(normalising: plain) != nil)

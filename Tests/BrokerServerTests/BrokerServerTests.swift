@@ -341,10 +341,11 @@ import Glibc
     }
 
     @Test func socketActivationTakesFD3OnlyWhenItIsForThisProcess() throws {
-        #expect(try BrokerListener.activated(environment: [:]) == nil)
-        #expect(try BrokerListener.activated(environment: ["LISTEN_PID": "1", "LISTEN_FDS": "1"]) == nil)
+        #expect(try BrokerListener.activated(listenPID: nil, listenFDs: nil) == nil)
+        #expect(try BrokerListener.activated(listenPID: 1, listenFDs: 1) == nil)
+        #expect(try BrokerListener.activated(listenPID: getpid(), listenFDs: nil) == nil)
         #expect(throws: CredentialError.self) {
-            try BrokerListener.activated(environment: ["LISTEN_PID": "\(getpid())", "LISTEN_FDS": "2"])
+            try BrokerListener.activated(listenPID: getpid(), listenFDs: 2)
         }
     }
 

@@ -10,7 +10,7 @@ import Testing
 
 @Suite struct ArgumentParserTests {
     func parse(_ args: [String], env: [String: String] = [:], argv0: String = "chatgpt-credential") throws -> Invocation {
-        try ArgumentParser.parse([argv0] + args, environment: env)
+        try ArgumentParser.parse([argv0] + args, settings: Settings(environment: env))
     }
 
     @Test func globalOptionsBeforeOrAfterTheVerb() throws {

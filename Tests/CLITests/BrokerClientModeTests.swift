@@ -9,7 +9,7 @@ import Testing
 /// broker's usage answer; the verbs themselves run end to end (BrokerClientEndToEndTests).
 @Suite struct BrokerClientModeTests {
     func parse(_ args: [String], env: [String: String] = [:], argv0: String = "chatgpt-credential") throws -> Invocation {
-        try ArgumentParser.parse([argv0] + args, environment: env)
+        try ArgumentParser.parse([argv0] + args, settings: Settings(environment: env))
     }
 
     @Test func brokerIsAGlobalOptionAnywhereOnTheLine() throws {

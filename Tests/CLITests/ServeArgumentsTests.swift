@@ -6,7 +6,7 @@ import Testing
 /// usage errors (exit 2).
 @Suite struct ServeArgumentsTests {
     func parse(_ args: [String]) throws -> Command {
-        try ArgumentParser.parse(["chatgpt-credential"] + args, environment: [:]).command
+        try ArgumentParser.parse(["chatgpt-credential"] + args, settings: Settings()).command
     }
 
     @Test func defaultsLeaveEverythingToTheServer() throws {

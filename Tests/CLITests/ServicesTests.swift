@@ -4,11 +4,11 @@ import Testing
 import Secrets
 
 @Suite struct ServicesTests {
-    @Test func nanLockTimeoutFromTheEnvironmentIsTheDefault() {
+    @Test func nanLockTimeoutFromTheEnvironmentIsTheDefault() throws {
         for value in ["nan", "NaN", "-nan"] {
-            let services = Services.live(environment: ["CHATGPT_CREDENTIAL_LOCK_TIMEOUT": value], console: SilentConsole())
+            let services = Services.live(settings: try Settings(environment: ["CHATGPT_CREDENTIAL_LOCK_TIMEOUT": value]), console: SilentConsole())
             #expect(services.lockTimeout == 60)
         }
-        #expect(Services.live(environment: ["CHATGPT_CREDENTIAL_LOCK_TIMEOUT": "inf"], console: SilentConsole()).lockTimeout == 600)
+        #expect(Services.live(settings: try Settings(environment: ["CHATGPT_CREDENTIAL_LOCK_TIMEOUT": "inf"]), console: SilentConsole()).lockTimeout == 600)
     }
 }

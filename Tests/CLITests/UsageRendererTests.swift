@@ -146,8 +146,9 @@ import Glibc
         (true, ["LANG": "C.UTF-8"], .plain),
         (false, ["TERM": "xterm", "LANG": "C.UTF-8"], .plain),
     ] as [(Bool, [String: String], UsageRenderer.Style)])
-    func style(_ tty: Bool, _ env: [String: String], _ expected: UsageRenderer.Style) {
-        #expect(UsageRenderer.style(stdoutIsTerminal: tty, environment: env) == expected)
+    func style(_ tty: Bool, _ env: [String: String], _ expected: UsageRenderer.Style) throws {
+        let s = try Settings(environment: env)
+        #expect(UsageRenderer.style(stdoutIsTerminal: tty, noColor: s.noColor, term: s.term, locale: s.locale) == expected)
     }
 
     @Test func json() {

@@ -321,7 +321,7 @@ import Glibc
             errPath = w.sandbox.root + "/activate-\(UInt32.random(in: 0...UInt32.max)).err"
             let argv = ["/bin/sh", "-c", #"f=$1; shift; exec "$@" >/dev/null 2>"$f""#, "sh", errPath,
                         BrokerServerEndToEndTests.socketActivate] + passed + ["-l", path, Harness.binary] + args
-            switch Spawned.start(argv, environment: env, quiet: false) {
+            switch Spawned.start(argv, childEnvironment: env, quiet: false) {
             case .success(let s): spawned = s
             case .failure(let e): throw e
             }

@@ -4,6 +4,7 @@ import CLI
 @_spi(CredentialOwner) import Stores
 import OAuth
 import CredentialCore
+import SystemRuntime
 import TestSupport
 #if canImport(Glibc)
 import Glibc
@@ -32,7 +33,7 @@ struct SecretServiceStoreTests {
     @Test("store, replace, read, list and delete one item per profile",
           .enabled(if: hasSessionBus, "no D-Bus session bus: run under dbus-run-session with an unlocked gnome-keyring (make test does)"))
     func roundTrip() throws {
-        let store = SecretServiceStore(environment: ProcessInfo.processInfo.environment, timeout: 10)
+        let store = try secretServiceStore(ProcessInfo.processInfo.environment, timeout: 10)
         let name = uniqueProfile("ss")
         let profile = try Profile(name)
         defer { _ = try? store.delete(profile) }
@@ -68,7 +69,7 @@ struct SecretServiceStoreTests {
     @Test("an item created by someone else (other label) is replaced in place and relabelled",
           .enabled(if: hasSessionBus, "no D-Bus session bus: run under dbus-run-session with an unlocked gnome-keyring (make test does)"))
     func replacesForeignItem() throws {
-        let store = SecretServiceStore(environment: ProcessInfo.processInfo.environment, timeout: 10)
+        let store = try secretServiceStore(ProcessInfo.processInfo.environment, timeout: 10)
         let name = uniqueProfile("ssf")
         let profile = try Profile(name)
         defer { _ = try? store.delete(profile) }
@@ -188,9 +189,9 @@ struct SecretServiceStoreTests {
         #expect(SecretServiceStore.missingBusReason(sessionBusAddress: nil, runtimeDirectory: runtime) != nil)
         #expect(SecretServiceStore.missingBusReason(sessionBusAddress: "", runtimeDirectory: nil) != nil)
         #expect(SecretServiceStore.missingBusReason(sessionBusAddress: "unix:path=/nonexistent", runtimeDirectory: nil) == nil)
-        // The environment handed in decides, not this process's own (which has a bus here).
-        #expect(SecretServiceStore.missingBusReason(environment: ["XDG_RUNTIME_DIR": runtime]) != nil)
-        #expect(SecretServiceStore.missingBusReason(environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"]) == nil)
+        // The bus handed in decides, not this process's own environment (which has a bus here).
+        #expect(SecretServiceStore.missingBusReason(bus: SessionBus(runtimeDirectory: runtime)) != nil)
+        #expect(SecretServiceStore.missingBusReason(bus: SessionBus(address: "unix:path=/nonexistent")) == nil)
 
         var env = sandbox.env // no DBUS_SESSION_BUS_ADDRESS, no DISPLAY, XDG_RUNTIME_DIR without a bus
         env.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS")
@@ -202,8 +203,15 @@ struct SecretServiceStoreTests {
 
         try Data().write(to: URL(fileURLWithPath: runtime + "/bus"))
         #expect(SecretServiceStore.missingBusReason(sessionBusAddress: nil, runtimeDirectory: runtime) == nil)
-        #expect(SecretServiceStore.missingBusReason(environment: ["XDG_RUNTIME_DIR": runtime]) == nil)
+        #expect(SecretServiceStore.missingBusReason(bus: SessionBus(runtimeDirectory: runtime)) == nil)
     }
+}
+
+/// The Secret Service store as the executable builds it from `env` (`Settings`, `Services.live`):
+/// its bus and, unless `timeout` is given, `CHATGPT_CREDENTIAL_DBUS_TIMEOUT`.
+func secretServiceStore(_ env: [String: String], timeout: Double? = nil) throws -> SecretServiceStore {
+    let settings = try Settings(environment: env)
+    return SecretServiceStore(bus: settings.sessionBus, timeout: timeout ?? settings.dbusTimeout)
 }
 
 // MARK: - Child process mode
@@ -242,7 +250,7 @@ struct SecretServiceChild {
         let env = ProcessInfo.processInfo.environment
         let op = env["CCRED_STORE_CHILD"] ?? ""
         let profile = try Profile(env["CCRED_STORE_PROFILE"] ?? "default")
-        let store = SecretServiceStore(environment: env)
+        let store = try secretServiceStore(env)
         var result = ""
         let start = Clock.monotonicMillis()
         do {
@@ -258,7 +266,7 @@ struct SecretServiceChild {
             case "delete": result = "deleted \(try store.delete(profile))"
             case "profiles": result = "profiles " + (try store.profiles()).joined(separator: ",")
             case "probe":
-                switch SecretServiceStore.probe(environment: env) {
+                switch SecretServiceStore.probe(bus: store.bus, timeout: store.timeout) {
                 case .available: result = "probe available"
                 case .locked(let why): result = "probe locked " + why
                 case .unavailable(let reason): result = "probe unavailable " + reason

@@ -187,14 +187,14 @@ private func codexFile(accountId: String? = "acct-in-file", lastRefresh: String 
     // MARK: Codex's file
 
     @Test func codexDefaultPath() {
-        #expect(CodexAuthFile.defaultPath(env: ["HOME": "/home/ann"]) == "/home/ann/.codex/auth.json")
-        #expect(CodexAuthFile.defaultPath(env: ["HOME": "/home/ann/"]) == "/home/ann/.codex/auth.json")
-        #expect(CodexAuthFile.defaultPath(env: ["HOME": "/home/ann", "CODEX_HOME": "/srv/codex"]) == "/srv/codex/auth.json")
-        #expect(CodexAuthFile.defaultPath(env: ["HOME": "/home/ann", "CODEX_HOME": "/srv/codex//"]) == "/srv/codex/auth.json")
-        #expect(CodexAuthFile.defaultPath(env: ["HOME": "/home/ann", "CODEX_HOME": ""]) == "/home/ann/.codex/auth.json")
-        #expect(CodexAuthFile.defaultPath(env: ["HOME": "/"]) == "/.codex/auth.json")
-        #expect(CodexAuthFile.defaultPath(env: ["HOME": ""]) == nil)
-        #expect(CodexAuthFile.defaultPath(env: [:]) == nil)
+        #expect(CodexAuthFile.defaultPath(codexHome: nil, home: "/home/ann") == "/home/ann/.codex/auth.json")
+        #expect(CodexAuthFile.defaultPath(codexHome: nil, home: "/home/ann/") == "/home/ann/.codex/auth.json")
+        #expect(CodexAuthFile.defaultPath(codexHome: "/srv/codex", home: "/home/ann") == "/srv/codex/auth.json")
+        #expect(CodexAuthFile.defaultPath(codexHome: "/srv/codex//", home: "/home/ann") == "/srv/codex/auth.json")
+        #expect(CodexAuthFile.defaultPath(codexHome: "", home: "/home/ann") == "/home/ann/.codex/auth.json")
+        #expect(CodexAuthFile.defaultPath(codexHome: nil, home: "/") == "/.codex/auth.json")
+        #expect(CodexAuthFile.defaultPath(codexHome: nil, home: "") == nil)
+        #expect(CodexAuthFile.defaultPath(codexHome: nil, home: nil) == nil)
     }
 
     @Test func sharedRefreshTokenWarning() {
@@ -261,8 +261,8 @@ private extension String {
     }
 
     @Test func homeIsCODEX_HOMEElseDotCodex() {
-        #expect(CodexKeyring.home(env: ["CODEX_HOME": "/c", "HOME": "/h"]) == "/c")
-        #expect(CodexKeyring.home(env: ["CODEX_HOME": "", "HOME": "/h"]) == "/h/.codex")
-        #expect(CodexKeyring.home(env: [:]) == nil)
+        #expect(CodexKeyring.home(codexHome: "/c", home: "/h") == "/c")
+        #expect(CodexKeyring.home(codexHome: "", home: "/h") == "/h/.codex")
+        #expect(CodexKeyring.home(codexHome: nil, home: nil) == nil)
     }
 }

@@ -148,13 +148,13 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
         }
     }
 
-    @Test func environment() throws {
-        #expect(try IssuerConfig.fromEnvironment([:]) == .default)
-        #expect(try IssuerConfig.fromEnvironment(["CHATGPT_CREDENTIAL_ISSUER": ""]) == .default)
+    /// The setting as `CLI/Settings.swift` hands it over (empty is unset there: SettingsTests).
+    @Test func setting() throws {
+        #expect(try IssuerConfig(setting: nil) == .default)
         #expect(IssuerConfig.default.baseURL == "https://auth.openai.com")
-        #expect(try IssuerConfig.fromEnvironment(["CHATGPT_CREDENTIAL_ISSUER": "http://127.0.0.1:5/"]).baseURL == "http://127.0.0.1:5")
+        #expect(try IssuerConfig(setting: "http://127.0.0.1:5/").baseURL == "http://127.0.0.1:5")
         #expect(throws: CredentialError.usage("CHATGPT_CREDENTIAL_ISSUER='http://example.com' is not allowed: use https://, or http:// only to a loopback address (127.0.0.1, [::1], localhost)")) {
-            try IssuerConfig.fromEnvironment(["CHATGPT_CREDENTIAL_ISSUER": "http://example.com"])
+            try IssuerConfig(setting: "http://example.com")
         }
         #expect(IssuerConfig.default.deviceRedirectURI == "https://auth.openai.com/deviceauth/callback")
     }

@@ -32,22 +32,10 @@ struct DeadlineTests {
         #expect(ms >= 190 && ms < 700, "took \(ms) ms")
     }
 
-    @Test func secretServiceDeadlineComesFromTheEnvironmentGiven() {
-        #expect(Deadline.secretServiceSeconds(environment: ["CHATGPT_CREDENTIAL_DBUS_TIMEOUT": "0.5"]) == 0.5)
+    /// `CHATGPT_CREDENTIAL_DBUS_TIMEOUT` is read by the CLI's `Settings` (SettingsTests).
+    @Test func secretServiceDeadlineDependsOnATerminal() {
         let interactive = isatty(0) == 1 || isatty(2) == 1
-        #expect(Deadline.secretServiceSeconds(environment: [:]) == (interactive ? 30 : 3))
-        #expect(Deadline.secretServiceSeconds(environment: ["CHATGPT_CREDENTIAL_DBUS_TIMEOUT": "soon"]) == (interactive ? 30 : 3))
-    }
-
-    @Test func parsesTheOverride() {
-        #expect(Deadline.parseSeconds("3") == 3)
-        #expect(Deadline.parseSeconds("0.5") == 0.5)
-        #expect(Deadline.parseSeconds("1.25") == 1.25)
-        #expect(Deadline.parseSeconds("") == nil)
-        #expect(Deadline.parseSeconds("0") == nil)
-        #expect(Deadline.parseSeconds("-1") == nil)
-        #expect(Deadline.parseSeconds("1.2.3") == nil)
-        #expect(Deadline.parseSeconds("3s") == nil)
+        #expect(Deadline.secretServiceSeconds() == (interactive ? 30 : 3))
     }
 
     @Test func describesSeconds() {

@@ -42,8 +42,9 @@ import Testing
         }()
         for env in [[:], ["XDG_RUNTIME_DIR": "/nonexistent/run"], ["XDG_RUNTIME_DIR": "/tmp", "HOME": "/root"],
                     ["XDG_DATA_HOME": "/elsewhere/", "XDG_RUNTIME_DIR": "relative"]] {
-            #expect(Paths(environment: env).lockDirectory() == expected, "\(env)")
-            #expect(Paths(environment: env).lockFile(for: .default) == expected + "/default.lock")
+            let paths = Paths(home: env["HOME"], dataHome: env["XDG_DATA_HOME"], runtimeDirectory: env["XDG_RUNTIME_DIR"])
+            #expect(paths.lockDirectory() == expected, "\(env)")
+            #expect(paths.lockFile(for: .default) == expected + "/default.lock")
         }
         // A uid without a logind directory: the /tmp place, named by the uid.
         #expect(Paths.lockDirectory(uid: 4_000_000_123) == "/tmp/chatgpt-credential-4000000123")

@@ -4,11 +4,14 @@ import Stores
 import Secrets
 
 extension AgeFileStore {
-    /// The store as the executable builds it from an environment (`CLI/LiveServices.swift`). An
-    /// interactive store gets a prompt that answers nothing; tests that type a passphrase replace
-    /// `promptPassphrase`.
+    /// The store as the executable builds it from an environment (`CLI/Settings.swift`,
+    /// `CLI/LiveServices.swift`; an empty value is unset there, which `Paths` and the store treat
+    /// alike). An interactive store gets a prompt that answers nothing; tests that type a
+    /// passphrase replace `promptPassphrase`.
     public convenience init(environment env: [String: String], interactive: Bool) {
-        self.init(paths: Paths(environment: env), passphraseFile: env["CHATGPT_CREDENTIAL_PASSPHRASE_FILE"],
+        let paths = Paths(home: env["HOME"], dataHome: env["XDG_DATA_HOME"], configHome: env["XDG_CONFIG_HOME"],
+                          runtimeDirectory: env["XDG_RUNTIME_DIR"])
+        self.init(paths: paths, passphraseFile: env["CHATGPT_CREDENTIAL_PASSPHRASE_FILE"],
                   prompt: interactive ? SilentPassphrasePrompt() : nil)
     }
 }
