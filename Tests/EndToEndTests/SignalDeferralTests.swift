@@ -91,7 +91,7 @@ import Glibc
     func interruptedRefresh(_ w: World, _ args: [String], signal: Int32, stdin: String? = nil,
                             sourceLocation: SourceLocation = #_sourceLocation) throws -> RunResult {
         try w.issuer.configure(["refresh_delay": 2])
-        let p = try Spawn(Harness.binary, w.args + args, env: w.sandbox.env, stdin: stdin)
+        let p = try Background(Harness.binary, w.args + args, env: w.sandbox.env, stdin: stdin.map { Array($0.utf8) })
         #expect(try w.waitForRefreshRequests(), "the refresh never reached the issuer", sourceLocation: sourceLocation)
         usleep(1_000_000)
         kill(p.pid, signal)
@@ -177,7 +177,7 @@ import Glibc
     func execChildGetsTheCallersSignalState(callerIgnoresSIGPIPE: Bool) throws {
         let w = try World(store: "file")
         let setPIPE = callerIgnoresSIGPIPE ? "--ignore-signal=PIPE" : "--default-signal=PIPE"
-        let r = try Spawn("/usr/bin/env", [setPIPE, Harness.binary] + w.args + ["exec", "--", "/bin/grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"],
+        let r = try Background("/usr/bin/env", [setPIPE, Harness.binary] + w.args + ["exec", "--", "/bin/grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"],
                           env: w.sandbox.env).finish()
         #expect(r.status == 0, "\(r.stderr)")
         func mask(_ name: String) -> UInt64? {
@@ -196,7 +196,7 @@ import Glibc
     @Test func timeoutOneSecondDuringAForcedRefresh() throws {
         let w = try World(store: "file", expiresIn: 3600)
         try w.issuer.configure(["refresh_delay": 2])
-        let r = try Spawn("/usr/bin/timeout", ["1", Harness.binary] + w.args + ["get", "--force-refresh"], env: w.sandbox.env).finish()
+        let r = try Background("/usr/bin/timeout", ["1", Harness.binary] + w.args + ["get", "--force-refresh"], env: w.sandbox.env).finish()
         #expect(r.status == 124, "timeout's own exit status for a command it stopped: \(r.status) \(r.stderr)")
         #expect(r.stdoutBytes.isEmpty)
         #expect(try w.issuer.counter("refresh_success") == 1)
@@ -213,9 +213,9 @@ import Glibc
     @Test func aSignalWhileWaitingForTheLockActsAtOnce() throws {
         let w = try World(store: "file")
         try w.issuer.configure(["refresh_delay": 3])
-        let holder = try Spawn(Harness.binary, w.args + ["get"], env: w.sandbox.env)
+        let holder = try Background(Harness.binary, w.args + ["get"], env: w.sandbox.env)
         #expect(try w.waitForRefreshRequests())
-        let waiter = try Spawn(Harness.binary, w.args + ["get"], env: w.sandbox.env)
+        let waiter = try Background(Harness.binary, w.args + ["get"], env: w.sandbox.env)
         usleep(300_000)
         let sent = Date()
         kill(waiter.pid, SIGTERM)
@@ -231,7 +231,7 @@ import Glibc
         try w.issuer.configure(["refresh_delay": 2])
         // script(1) gives the binary a pty for stdin, stdout and stderr.
         let command = ([Harness.binary] + w.args + ["get"]).map { "'\($0)'" }.joined(separator: " ")
-        let p = try Spawn("/usr/bin/script", ["-qefc", command, "/dev/null"], env: w.sandbox.env)
+        let p = try Background("/usr/bin/script", ["-qefc", command, "/dev/null"], env: w.sandbox.env)
         #expect(try w.waitForRefreshRequests())
         usleep(1_000_000)
         let pids = Hostile.children(of: p.pid)
@@ -253,7 +253,7 @@ import Glibc
         let s = Sandbox(bus: .none, store: "file")
         s.env["CHATGPT_CREDENTIAL_ISSUER"] = issuer.url
         try issuer.configure(["interval": 0, "approve_after": 0, "exchange_faults": [["delay": 2]]])
-        let p = try Spawn(Harness.binary, ["login", "--device"], env: s.env)
+        let p = try Background(Harness.binary, ["login", "--device"], env: s.env)
         let deadline = Date().addingTimeInterval(15)
         while try issuer.counter("faults_served") == 0 && Date() < deadline { usleep(5_000) }
         #expect(try issuer.counter("faults_served") == 1, "the exchange never reached the issuer")
@@ -286,61 +286,6 @@ import Glibc
         #expect(try f.issuer.counter("code_exchanges") == 1)
         let get = f.run(["get"])
         #expect(get.status == 0, "the sign-in was not saved: \(get.status) \(get.stderr)")
-    }
-}
-
-/// The binary in the background with stdin from a file (or /dev/null), for signalling.
-final class Spawn {
-    let process = Process()
-    private let out = Pipe(), err = Pipe()
-    private final class Box: @unchecked Sendable { var data = Data() }
-    private let outBox = Box(), errBox = Box()
-    private let group = DispatchGroup()
-    private var inputPath: String?
-
-    init(_ executable: String, _ args: [String], env: [String: String], stdin: String? = nil) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = args
-        process.environment = env
-        if let stdin {
-            var template = Array("/tmp/ccred-stdin-XXXXXX".utf8CString)
-            let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-            let path = String(cString: template)
-            _ = Array(stdin.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            close(fd)
-            inputPath = path
-            process.standardInput = FileHandle(forReadingAtPath: path)
-        } else {
-            process.standardInput = FileHandle.nullDevice
-        }
-        process.standardOutput = out
-        process.standardError = err
-        try Harness.runAsAShellWould(process)
-        let (o, e, ob, eb) = (out, err, outBox, errBox)
-        group.enter(); DispatchQueue.global().async { [group] in ob.data = o.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-        group.enter(); DispatchQueue.global().async { [group] in eb.data = e.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-    }
-
-    deinit {
-        if process.isRunning { kill(pid, SIGKILL); process.waitUntilExit() }
-        if let inputPath { unlink(inputPath) }
-    }
-
-    var pid: Int32 { process.processIdentifier }
-
-    /// Waits (bounded) and returns what it wrote; `signaled`: killed by signal `status`.
-    func finish(timeout: Double = 30) -> RunResult {
-        let deadline = Date().addingTimeInterval(timeout)
-        var timedOut = false
-        while process.isRunning {
-            if Date() > deadline { timedOut = true; kill(pid, SIGKILL); break }
-            usleep(2_000)
-        }
-        process.waitUntilExit()
-        group.wait()
-        return RunResult(status: process.terminationStatus, stdoutBytes: Array(outBox.data),
-                         stderr: String(decoding: errBox.data, as: UTF8.self), timedOut: timedOut,
-                         signaled: process.terminationReason == .uncaughtSignal)
     }
 }
 

@@ -44,7 +44,7 @@ import Glibc
             let context = "store \(store), seed \(seed), round \(round): \(SignalDeferralTests.name(sig)) at \(Int(moment * 1000)) ms, issuer delay \(Int(delay * 1000)) ms"
             try w.issuer.configure(["refresh_delay": delay])
             let before = try w.issuer.counter("refresh_success")
-            let p = try Spawn(Harness.binary, w.args + ["get", "--force-refresh"], env: w.sandbox.env)
+            let p = try Background(Harness.binary, w.args + ["get", "--force-refresh"], env: w.sandbox.env)
             usleep(useconds_t(moment * 1_000_000))
             kill(p.pid, sig)
             sent[sig, default: 0] += 1

@@ -104,49 +104,6 @@ enum Hostile {
     }
 }
 
-/// A process started in the background with pipes drained into memory.
-final class Background {
-    let process = Process()
-    private let out = Pipe(), err = Pipe()
-    private final class Box: @unchecked Sendable { var data = Data() }
-    private let outBox = Box(), errBox = Box()
-    private let group = DispatchGroup()
-
-    init(_ executable: String, _ args: [String], env: [String: String]) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = args
-        process.environment = env
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let (o, e, ob, eb) = (out, err, outBox, errBox)
-        group.enter(); DispatchQueue.global().async { [group] in ob.data = o.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-        group.enter(); DispatchQueue.global().async { [group] in eb.data = e.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-    }
-
-    var pid: Int32 { process.processIdentifier }
-
-    /// Waits (bounded) and returns what it wrote.
-    func finish(timeout: Double = 30) -> RunResult {
-        let deadline = Date().addingTimeInterval(timeout)
-        var timedOut = false
-        while process.isRunning {
-            if Date() > deadline { timedOut = true; kill(pid, SIGKILL); break }
-            usleep(2_000)
-        }
-        process.waitUntilExit()
-        group.wait()
-        return RunResult(status: process.terminationStatus, stdoutBytes: Array(outBox.data),
-                         stderr: String(decoding: errBox.data, as: UTF8.self), timedOut: timedOut)
-    }
-
-    func kill9() -> RunResult {
-        kill(pid, SIGKILL)
-        return finish()
-    }
-}
-
 extension Sandbox {
     var identityFile: String { configDir + "/identity" }
     func credentialPath(_ profile: String? = nil) -> String { dataDir + "/\(profile ?? self.profile).age" }

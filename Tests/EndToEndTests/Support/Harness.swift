@@ -80,51 +80,11 @@ enum Harness {
     /// (oversized input) must not make the writer in this process fail.
     static func run(_ executable: String, _ args: [String], env: [String: String], stdin: [UInt8]? = nil,
                     directory: String? = nil, timeout: Double = 30) -> RunResult {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: executable)
-        p.arguments = args
-        p.environment = env
-        if let directory { p.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        var inputPath: String?
-        if let stdin {
-            var template = Array("/tmp/ccred-stdin-XXXXXX".utf8CString)
-            let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-            let path = String(cString: template)
-            var off = 0
-            while off < stdin.count {
-                let n = stdin[off...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-                if n <= 0 { break }
-                off += n
-            }
-            close(fd)
-            inputPath = path
-            p.standardInput = FileHandle(forReadingAtPath: path)
-        } else {
-            p.standardInput = FileHandle.nullDevice
-        }
-        defer { if let inputPath { unlink(inputPath) } }
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        do { try p.run() } catch {
+        do {
+            return try Background(executable, args, env: env, stdin: stdin, directory: directory).finish(timeout: timeout)
+        } catch {
             return RunResult(status: -1, stdoutBytes: [], stderr: "spawn failed: \(error)")
         }
-        final class Box: @unchecked Sendable { var data = Data() }
-        let outBox = Box(), errBox = Box()
-        let group = DispatchGroup()
-        group.enter(); DispatchQueue.global().async { outBox.data = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-        group.enter(); DispatchQueue.global().async { errBox.data = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-        var timedOut = false
-        let deadline = Date().addingTimeInterval(timeout)
-        while p.isRunning {
-            if Date() > deadline { timedOut = true; kill(p.processIdentifier, SIGKILL); break }
-            usleep(2_000)
-        }
-        p.waitUntilExit()
-        group.wait()
-        return RunResult(status: p.terminationStatus, stdoutBytes: Array(outBox.data),
-                         stderr: String(decoding: errBox.data, as: UTF8.self), timedOut: timedOut,
-                         signaled: p.terminationReason == .uncaughtSignal)
     }
 }
 
@@ -221,4 +181,78 @@ func makeJWT(exp: Int64, accountId: String = "acct-123", plan: String = "plus", 
     }
     let payload = #"{"exp":\#(exp),"email":"\#(email)","https://api.openai.com/auth":{"chatgpt_account_id":"\#(accountId)","chatgpt_plan_type":"\#(plan)","chatgpt_user_id":"user-1"}}"#
     return b64(#"{"alg":"RS256","typ":"JWT"}"#) + "." + b64(payload) + ".c2lnbmF0dXJl"
+}
+
+/// A process started as a shell would start it (`Harness.runAsAShellWould`), stdin from a
+/// temporary file (removed when it is done) or /dev/null, stdout and stderr drained into memory;
+/// `Harness.run` waits for one at once, signal tests keep it running to signal it.
+final class Background {
+    let process = Process()
+    private let out = Pipe(), err = Pipe()
+    private final class Box: @unchecked Sendable { var data = Data() }
+    private let outBox = Box(), errBox = Box()
+    private let group = DispatchGroup()
+    private var inputPath: String?
+
+    init(_ executable: String, _ args: [String], env: [String: String], stdin: [UInt8]? = nil, directory: String? = nil) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = args
+        process.environment = env
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        if let stdin {
+            var template = Array("/tmp/ccred-stdin-XXXXXX".utf8CString)
+            let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+            inputPath = String(cString: template)
+            var off = 0
+            while off < stdin.count {
+                let n = stdin[off...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                if n <= 0 { break }
+                off += n
+            }
+            close(fd)
+            process.standardInput = FileHandle(forReadingAtPath: inputPath!)
+        } else {
+            process.standardInput = FileHandle.nullDevice
+        }
+        process.standardOutput = out
+        process.standardError = err
+        do { try Harness.runAsAShellWould(process) } catch { removeInput(); throw error }
+        let (o, e, ob, eb) = (out, err, outBox, errBox)
+        group.enter(); DispatchQueue.global().async { [group] in ob.data = o.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        group.enter(); DispatchQueue.global().async { [group] in eb.data = e.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    }
+
+    deinit {
+        if process.isRunning { kill(pid, SIGKILL); process.waitUntilExit() }
+        removeInput()
+    }
+
+    private func removeInput() {
+        if let inputPath { unlink(inputPath) }
+        inputPath = nil
+    }
+
+    var pid: Int32 { process.processIdentifier }
+
+    /// Waits (bounded: SIGKILL after `timeout`) and returns what it wrote; `signaled`: killed by
+    /// signal `status`.
+    func finish(timeout: Double = 30) -> RunResult {
+        let deadline = Date().addingTimeInterval(timeout)
+        var timedOut = false
+        while process.isRunning {
+            if Date() > deadline { timedOut = true; kill(pid, SIGKILL); break }
+            usleep(2_000)
+        }
+        process.waitUntilExit()
+        group.wait()
+        removeInput()
+        return RunResult(status: process.terminationStatus, stdoutBytes: Array(outBox.data),
+                         stderr: String(decoding: errBox.data, as: UTF8.self), timedOut: timedOut,
+                         signaled: process.terminationReason == .uncaughtSignal)
+    }
+
+    func kill9() -> RunResult {
+        kill(pid, SIGKILL)
+        return finish()
+    }
 }
