@@ -26,7 +26,7 @@ public struct AccessCacheEntry: Sendable, Equatable {
     /// cache: no access token (git `erase` dropped it) or a refresh the issuer rejected (`get`
     /// then prints the token with a warning, which only the store's path knows to give).
     public init?(cacheable document: TokenDocument) {
-        guard document.hasAccessToken, document.refreshRejected == nil else { return nil }
+        guard case .signedIn = document.state else { return nil }
         self.init(accessToken: document.accessToken, accountId: document.accountId, idToken: document.idToken,
                   expiresAt: document.expiresAt, lastRefresh: document.lastRefresh, storedAt: document.storedAt,
                   email: document.email, plan: document.plan)

@@ -30,21 +30,24 @@ struct StatusReport {
     var unusable: CredentialError? {
         if let problem { return problem }
         guard let d = document else { return .notSignedIn(profile: profile) }
-        if let code = d.refreshRejected, !RefreshPolicy.stillUsable(d, Freshness(), now: now) {
+        if case .refreshRejected(let code, _) = d.state, !RefreshPolicy.stillUsable(d, Freshness(), now: now) {
             return .refreshRejected(profile: profile, code: code)
         }
         return nil
     }
 
     /// A new sign-in is needed: now, or once this access token expires.
-    var needsLogin: Bool { unusable?.exitCode == 3 || document?.refreshRejected != nil }
+    var needsLogin: Bool { unusable?.exitCode == 3 || document?.state.rejection != nil }
 
     /// When `get` will next refresh (the earlier of the expiry less the margin and the idle
     /// rule's day; now when there is no access token); nil when no refresh will happen before
     /// a new sign-in (the issuer rejected the refresh token).
     var nextRefresh: Int64? {
-        guard let d = document, d.refreshRejected == nil else { return nil }
-        return d.hasAccessToken ? RefreshPolicy.nextRefresh(d) : now
+        switch document?.state {
+        case nil, .refreshRejected: return nil
+        case .accessDropped: return now
+        case .signedIn: return RefreshPolicy.nextRefresh(document!)
+        }
     }
 
     /// The text lines for the two times (man page, `status`).
@@ -71,7 +74,7 @@ struct StatusReport {
                   ("last_refresh", d.lastRefresh > 0 ? .string(Clock.rfc3339(d.lastRefresh)) : .null),
                   ("next_refresh", nextRefresh.map { .string(Clock.rfc3339($0)) } ?? .null)]
             if d.lastRefresh <= 0, d.storedAt > 0 { m.append(("stored_at", .string(Clock.rfc3339(d.storedAt)))) }
-            if let r = d.refreshRejected { m.append(("refresh_rejected", .string(r))) }
+            if let r = d.state.rejection { m.append(("refresh_rejected", .string(r))) }
         }
         if let problem { m.append(("error", .string(problem.message))) }
         if fromCache { m.append(("cached", .bool(true))) }
@@ -96,7 +99,7 @@ struct StatusReport {
         s += "  expires:  \(Clock.rfc3339(d.expiresAt)) (\(TimeSpan.expiry(d.expiresAt - now)))\n"
         s += "  refreshed: \(lastRefreshText)\n"
         s += "  next refresh: \(nextRefreshText)\n"
-        if let r = d.refreshRejected {
+        if let r = d.state.rejection {
             let when = unusable == nil ? "before this token expires" : "now"
             s += "  sign-in needed \(when): the issuer rejected the refresh token (\(Sanitize.line(r, limit: 60))); run: \(login)\n"
         }
@@ -124,8 +127,8 @@ struct StatusReport {
 
     /// The EXPIRES column: how long the access token has left, `expired`, or `-` without one.
     var expiresWord: String {
-        guard let d = document, d.hasAccessToken else { return "-" }
-        return d.expiresAt > now ? "in " + TimeSpan.span(d.expiresAt - now) : "expired"
+        guard let access = document?.state.access else { return "-" }
+        return access.expiresAt > now ? "in " + TimeSpan.span(access.expiresAt - now) : "expired"
     }
 
     static let tableHeader = ["PROFILE", "EMAIL", "PLAN", "STORE", "EXPIRES", "STATUS"]

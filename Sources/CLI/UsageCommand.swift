@@ -45,7 +45,7 @@ extension Runner {
             fresh = try serialized { try usageToken(g, rejected: rejected) }
             guard fresh.document.accessToken != rejected.accessToken else {
                 // The refresh did not happen; the coordinator has said why on stderr.
-                if let code = fresh.document.refreshRejected {
+                if let code = fresh.document.state.rejection {
                     throw CredentialError.refreshRejected(profile: g.profile.name, code: code)
                 }
                 throw CredentialError.temporary("the ChatGPT backend refused the access token (HTTP 401) and it could not be refreshed")

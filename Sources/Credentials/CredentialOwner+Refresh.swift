@@ -85,7 +85,7 @@ extension CredentialOwner {
         case .refresh:
             break
         }
-        if case .refreshRejected(let code) = initial.state { return try rejectedFallback(located, need, code: code) }
+        if case .refreshRejected(let code, _) = initial.state { return try rejectedFallback(located, need, code: code) }
         return try refreshTransaction(
             waiter: { try answeredByOthers(initial, need) },
             owner: { try refreshHoldingLock(initial, need, &$0) })
@@ -108,7 +108,7 @@ extension CredentialOwner {
         // Unchanged since it was decided that a refresh is due: still due (time only makes a
         // token staler), so the policy is not asked again.
         if current.document == initial { return (current, nil) }
-        if case .refreshRejected(let code) = current.document.state { return (current, try rejectedFallback(current, need, code: code)) }
+        if case .refreshRejected(let code, _) = current.document.state { return (current, try rejectedFallback(current, need, code: code)) }
         var need = need
         if current.document.refreshToken != initial.refreshToken { // constant time
             // Another process rotated the tokens (or signed in anew): a forced refresh is done.

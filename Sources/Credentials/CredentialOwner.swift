@@ -146,7 +146,9 @@ package final class CredentialOwner {
                     blocked = blocked ?? (store, e) // a symlink, a directory, another user's file
                     continue
                 }
-                if let d = document, let revoke, !d.isRefreshRejected, !revoked.contains(d.refreshToken) {
+                // Not revoked (man page, erase): a refresh token the issuer already rejected, or
+                // one imported from Codex, which may still use the same session.
+                if let d = document, let revoke, d.state.rejection == nil, !revoked.contains(d.refreshToken) {
                     revoked.append(d.refreshToken)
                     if d.origin == .codex {
                         erasure.notices.append("notice: the refresh token was not revoked: it came from Codex, which may still use the same session (sign out there with: codex logout)")
@@ -213,7 +215,7 @@ package final class CredentialOwner {
             // A cached copy of the rejected token must not be served again, whatever the store holds now.
             let kind = selector.readKind(of: profile)
             if let entry = cache?.entry(kind, profile), matches(entry.document) { tx.withdrawCachedAccess() }
-            guard let current = try tx.locate(selector), current.document.hasAccessToken, matches(current.document) else { return false }
+            guard let current = try tx.locate(selector), current.document.state.access != nil, matches(current.document) else { return false }
             return try tx.write(current.document.accessDropped(), to: current.store)
         }
     }

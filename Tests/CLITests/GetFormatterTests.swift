@@ -35,14 +35,14 @@ import TestSupport
     /// A quote is token-safe: `--env` quotes it the way `shellQuote` quotes a String.
     @Test func envQuotesAQuoteInTheToken() throws {
         var quoted = doc
-        quoted.accessToken = "it's"
+        quoted.state = .signedIn(AccessGrant(token: "it's", expiresAt: doc.expiresAt)!)
         #expect(try text(quoted, .env) == "CHATGPT_ACCESS_TOKEN='it'\\''s'\nCHATGPT_ACCOUNT_ID='acc-9'\n")
         #expect(try text(quoted, .env).hasPrefix("CHATGPT_ACCESS_TOKEN=" + GetFormatter.shellQuote("it's") + "\n"))
     }
 
     @Test func refusesUnsafeValues() {
         var bad = doc
-        bad.accessToken = "a\u{1b}[2Jb"
+        bad.state = .signedIn(AccessGrant(token: "a\u{1b}[2Jb", expiresAt: doc.expiresAt)!)
         #expect(throws: CredentialError.storeCorrupt("the stored access token contains characters a token cannot have; sign in again: chatgpt-credential login")) {
             _ = try GetFormatter.format(bad, .token)
         }

@@ -67,7 +67,7 @@ final class OwnerWorld {
     func seed(expiresIn: Int64, rejected: String? = nil, in store: MemoryStore? = nil, refreshedAgo: Int64? = 3600) throws -> TokenDocument {
         var doc = TokenDocument.fromTokens(accessToken: jwt(exp: now + expiresIn), refreshToken: "rt-0", idToken: nil, now: now - (refreshedAgo ?? 0))
         if refreshedAgo == nil { doc.lastRefresh = 0 }
-        doc.refreshRejected = rejected
+        if let rejected { doc = doc.rejected(code: rejected) }
         try (store ?? primary).save(doc, for: profile)
         return doc
     }
@@ -134,7 +134,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         }
         let kept = try #require(try w.stored())
         #expect(kept.refreshToken == "rt-0")
-        #expect(kept.refreshRejected == "refresh_token_reused")
+        #expect(kept.state.rejection == "refresh_token_reused")
         // A second get does not ask the issuer again.
         #expect(throws: CredentialError.refreshRejected(profile: "default", code: "refresh_token_reused")) {
             try w.owner(r).fresh(Freshness())
@@ -327,7 +327,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         r.during = { try? w.file.save(rotated, for: w.profile) }
         let fresh = try w.owner(r).fresh(Freshness())
         #expect(fresh.document == rotated)
-        #expect(try w.stored()?.refreshRejected == nil)
+        #expect(try w.stored()?.state.rejection == nil)
     }
 }
 
@@ -339,24 +339,21 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
     @Test func aRotationReplacesARejectionMarkOnTheTokenItSpent() throws {
         let w = OwnerWorld()
         let seeded = try w.seed(expiresIn: 100)
-        var marked = seeded
-        marked.refreshRejected = "refresh_token_reused"
+        let marked = seeded.rejected(code: "refresh_token_reused")
         let r = ScriptedRefresher([rotation(expiresIn: 3600)])
         r.during = { try? w.file.save(marked, for: w.profile) }
         let fresh = try w.owner(r).fresh(Freshness())
         #expect(fresh.refreshed && fresh.notices.isEmpty, "\(fresh.notices)")
         let stored = try #require(try w.stored())
         #expect(stored.refreshToken == "rt-1")
-        #expect(stored.refreshRejected == nil)
+        #expect(stored.state.rejection == nil)
         #expect(stored == fresh.document)
     }
 
     /// The same when the other writer only dropped the spent token's access token (git erase).
     @Test func aRotationReplacesTheSpentTokensDocumentWhateverElseChanged() throws {
         let w = OwnerWorld()
-        var dropped = try w.seed(expiresIn: 100)
-        dropped.accessToken = SecretToken()
-        dropped.expiresAt = 0
+        let dropped = try w.seed(expiresIn: 100).accessDropped()
         let r = ScriptedRefresher([rotation(expiresIn: 3600)])
         r.during = { try? w.file.save(dropped, for: w.profile) }
         let fresh = try w.owner(r).fresh(Freshness())
@@ -368,8 +365,8 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
     @Test func aRotationDoesNotReplaceAMarkOnAnotherToken() throws {
         let w = OwnerWorld()
         try w.seed(expiresIn: 100)
-        var other = TokenDocument.fromTokens(accessToken: jwt(exp: w.now + 60), refreshToken: "rt-other", idToken: nil, now: w.now)
-        other.refreshRejected = "refresh_token_expired"
+        let other = TokenDocument.fromTokens(accessToken: jwt(exp: w.now + 60), refreshToken: "rt-other", idToken: nil, now: w.now)
+            .rejected(code: "refresh_token_expired")
         let r = ScriptedRefresher([rotation(expiresIn: 3600)])
         r.during = { try? w.file.save(other, for: w.profile) }
         let fresh = try w.owner(r).fresh(Freshness())
@@ -397,7 +394,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         let fresh = try w.owner(r).fresh(Freshness())
         #expect(fresh.document == theirs && !fresh.refreshed)
         #expect(try w.stored() == theirs)
-        #expect(try w.stored()?.refreshRejected == nil)
+        #expect(try w.stored()?.state.rejection == nil)
         #expect(reads >= 3)
         #expect(Clock.monotonicMillis() - started < 2000, "it waited for the whole grace although the save had landed")
         #expect(r.seen.count == 1)
@@ -415,7 +412,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         }
         let waited = Clock.monotonicMillis() - started
         #expect(waited >= 500 && waited < 2000, "waited \(waited) ms")
-        #expect(try w.stored()?.refreshRejected == "refresh_token_reused")
+        #expect(try w.stored()?.state.rejection == "refresh_token_reused")
     }
 
     /// Other permanent answers (expired, invalidated) have no writer to wait for: marked at once.
@@ -429,7 +426,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
             try w.owner(r).fresh(Freshness())
         }
         #expect(Clock.monotonicMillis() - started < 1000)
-        #expect(try w.stored()?.refreshRejected == "refresh_token_expired")
+        #expect(try w.stored()?.state.rejection == "refresh_token_expired")
     }
 
     /// The other writer's save lands while we wait, but it erased the credential: erased stays erased.
@@ -474,7 +471,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
     @Test func eraseOfACodexImportDoesNotRevoke() throws {
         let w = OwnerWorld()
         var doc = try w.seed(expiresIn: 3600)
-        doc.importedFrom = "codex"
+        doc.origin = .codex
         try w.file.save(doc, for: w.profile)
         var revoked: [SecretToken] = []
         let erasure = try w.owner(ScriptedRefresher([])).erase(revoke: { revoked.append($0); return nil })

@@ -80,15 +80,15 @@ import TestSupport
         #expect(fresh.notices.count == 1 && fresh.notices[0].hasPrefix("notice: could not refresh the token: HTTP 503; printing the stored one"))
     }
 
-    @Test func nextRefreshIsTheEarlierOfExpiryAndTheIdleDay() {
+    @Test func nextRefreshIsTheEarlierOfExpiryAndTheIdleDay() throws {
         let now: Int64 = 1_800_000_000
         var d = TokenDocument(accessToken: "a", refreshToken: "r", expiresAt: now + 10 * Self.day, lastRefresh: now - Self.day)
         #expect(RefreshPolicy.nextRefresh(d) == now + 7 * Self.day)
-        d.expiresAt = now + 3600
+        d.state = .signedIn(try #require(AccessGrant(token: "a", expiresAt: now + 3600)))
         #expect(RefreshPolicy.nextRefresh(d) == now + 3600 - 300)
         d.lastRefresh = 0
         d.storedAt = now - 7 * Self.day
-        d.expiresAt = now + 10 * Self.day
+        d.state = .signedIn(try #require(AccessGrant(token: "a", expiresAt: now + 10 * Self.day)))
         #expect(RefreshPolicy.nextRefresh(d) == now + Self.day)
         d.storedAt = 0
         #expect(RefreshPolicy.nextRefresh(d) == now + 10 * Self.day - 300)
