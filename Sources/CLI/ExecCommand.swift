@@ -13,8 +13,8 @@ extension Runner {
         let fresh = try freshCredential(g, GetOptions())
         var env = services.environment
         // EDGE: exec's environment; setenv(3) and the child need the token as a C string.
-        env["CHATGPT_ACCESS_TOKEN"] = fresh.document.accessToken.unsafeString()
-        env["CHATGPT_ACCOUNT_ID"] = fresh.document.accountId
+        env["CHATGPT_ACCESS_TOKEN"] = fresh.credential.accessToken.unsafeString()
+        env["CHATGPT_ACCOUNT_ID"] = fresh.credential.accountId
         return .replaceProcess(argv: argv, environment: env)
     }
 }

@@ -11,7 +11,7 @@ import Broker
 extension Runner {
     func get(_ g: GlobalOptions, _ options: GetOptions) throws -> Outcome {
         let fresh = try freshCredential(g, options)
-        try console.out(try GetFormatter.format(fresh.document, options.format, profile: g.profile))
+        try console.out(try GetFormatter.format(fresh.credential, options.format, profile: g.profile))
         return .exit(0)
     }
 }

@@ -210,12 +210,12 @@ package final class CredentialOwner {
     /// git `erase`: the caller says an access token was rejected. Drops the stored access token
     /// only if `matches` says it is still that one (a late rejection of an older token changes
     /// nothing); keeps the refresh token, so the next `get` refreshes. True when dropped.
-    package func dropAccessToken(if matches: (TokenDocument) -> Bool) throws -> Bool {
+    package func dropAccessToken(if matches: (SecretToken) -> Bool) throws -> Bool {
         try transaction { tx in
             // A cached copy of the rejected token must not be served again, whatever the store holds now.
             let kind = selector.readKind(of: profile)
-            if let entry = cache?.entry(kind, profile), matches(entry.document) { tx.withdrawCachedAccess() }
-            guard let current = try tx.locate(selector), current.document.state.access != nil, matches(current.document) else { return false }
+            if let entry = cache?.entry(kind, profile), matches(entry.accessToken) { tx.withdrawCachedAccess() }
+            guard let current = try tx.locate(selector), let access = current.document.state.access, matches(access.token) else { return false }
             return try tx.write(current.document.accessDropped(), to: current.store)
         }
     }

@@ -43,7 +43,7 @@ package enum RefreshPolicy {
     }
 
     /// After a refresh in this process: a notice when even the new token falls short of the request.
-    package static func afterRefresh(_ d: TokenDocument, _ need: Freshness, now: Int64) -> String? {
+    package static func afterRefresh(_ d: some CredentialTimes, _ need: Freshness, now: Int64) -> String? {
         let wanted = max(margin, need.minTTL)
         let remaining = d.expiresAt - now
         guard remaining < wanted else { return nil }
@@ -56,7 +56,7 @@ package enum RefreshPolicy {
 
     /// When the next refresh is due without `--min-ttl` or `--force-refresh`: the earlier of the
     /// expiry less the margin and the idle rule's day (what `status` shows as `next_refresh`).
-    package static func nextRefresh(_ d: TokenDocument) -> Int64 {
+    package static func nextRefresh(_ d: some CredentialTimes) -> Int64 {
         let byExpiry = d.expiresAt &- margin
         guard let idle = d.idleRefreshDue else { return byExpiry }
         return min(byExpiry, idle)

@@ -4,7 +4,7 @@ import Secrets
 /// tokens are `SecretToken`s: bytes in guarded memory that every copy of the document shares
 /// (why a shared buffer and not a noncopyable document: see `SecretToken`). The other fields are
 /// names and times, ordinary values.
-public struct TokenDocument: Equatable, Sendable {
+public struct TokenDocument: CredentialTimes, Equatable, Sendable {
     public static let currentVersion = 1
     /// An access token is refreshed when it expires within this many seconds, or `--min-ttl` when
     /// longer (man page REFRESH); a cached one disappears this long before it expires. The one owner
@@ -109,13 +109,6 @@ public struct TokenDocument: Equatable, Sendable {
     /// favour of the token's own `exp`.
     public static let plausibleLifetime: ClosedRange<Int64> = 1...(366 * 86400)
 
-    /// How long the issuer made this access token valid for, when the document says: the span
-    /// from its receipt (`lastRefresh`) to its expiry. Nil when either is unknown.
-    public var grantedLifetime: Int64? {
-        guard lastRefresh > 0, expiresAt > lastRefresh else { return nil }
-        return expiresAt - lastRefresh
-    }
-
     /// The document after the issuer refused its refresh token (man page, REFRESH).
     public func rejected(code: String) -> TokenDocument {
         var d = self
@@ -129,24 +122,6 @@ public struct TokenDocument: Equatable, Sendable {
         var d = self
         d.state = state.droppingAccess()
         return d
-    }
-
-    /// What the idle rule counts from: the last refresh, else when the document was stored
-    /// without one; nil when neither is known (such a document is never refreshed for idleness).
-    public var idleSince: Int64? {
-        if lastRefresh > 0 { return lastRefresh }
-        return storedAt > 0 ? storedAt : nil
-    }
-
-    /// When the idle rule will ask for a refresh: `idleSince` + 8 days; nil when unknown.
-    public var idleRefreshDue: Int64? {
-        idleSince.map { $0 &+ Self.idleRefreshInterval }
-    }
-
-    /// True when the idle rule asks for a refresh at `now`.
-    public func isIdle(now: Int64) -> Bool {
-        guard let due = idleRefreshDue else { return false }
-        return now >= due
     }
 
     // MARK: JSON
