@@ -1,35 +1,18 @@
 import Secrets
 import CredentialCore
 
-/// What an entry holds: the answer to every `get` format, and never the refresh token.
-public struct AccessCacheEntry: Sendable, Equatable {
-    public var accessToken: SecretToken
-    public var accountId: String
-    public var idToken: SecretToken
-    /// Unix seconds, as in `TokenDocument.expiresAt`.
-    public var expiresAt: Int64
-    /// Unix seconds, as in `TokenDocument.lastRefresh` and `.storedAt` (0: unknown): what the
-    /// idle rule counts from, so an entry never hides it, and what `status` shows.
-    public var lastRefresh: Int64
-    public var storedAt: Int64
-    public var email: String
-    public var plan: String
+/// What an entry holds: a served credential — the answer to every `get` format, never the
+/// refresh token — with the two times the idle rule reads, so an entry never hides it.
+public typealias AccessCacheEntry = ServedCredential
 
-    public init(accessToken: SecretToken, accountId: String, idToken: SecretToken, expiresAt: Int64,
-                lastRefresh: Int64 = 0, storedAt: Int64 = 0, email: String, plan: String) {
-        self.accessToken = accessToken; self.accountId = accountId; self.idToken = idToken
-        self.expiresAt = expiresAt; self.lastRefresh = lastRefresh; self.storedAt = storedAt
-        self.email = email; self.plan = plan
-    }
-
+extension ServedCredential {
     /// The entry for a stored document, or nil when the document must not be answered from a
-    /// cache: no access token (git `erase` dropped it) or a refresh the issuer rejected (`get`
-    /// then prints the token with a warning, which only the store's path knows to give).
+    /// cache: only a signed-in one may be — not one whose access token was dropped (git `erase`),
+    /// nor one whose refresh the issuer rejected (`get` then prints the token with a warning,
+    /// which only the store's path knows to give).
     public init?(cacheable document: TokenDocument) {
-        guard document.hasAccessToken, document.refreshRejected == nil else { return nil }
-        self.init(accessToken: document.accessToken, accountId: document.accountId, idToken: document.idToken,
-                  expiresAt: document.expiresAt, lastRefresh: document.lastRefresh, storedAt: document.storedAt,
-                  email: document.email, plan: document.plan)
+        guard case .signedIn = document.state, let served = document.served else { return nil }
+        self = served
     }
 
     /// True when the access token is valid for at least `minTTL` more seconds — what `get` asks
@@ -37,12 +20,7 @@ public struct AccessCacheEntry: Sendable, Equatable {
     /// rule does not ask for a refresh (man page, REFRESH): an entry never hides either.
     public func isFresh(minTTL: Int64, now: Int64) -> Bool {
         let (remaining, overflow) = expiresAt.subtractingReportingOverflow(now)
-        return !overflow && remaining >= minTTL && !idleDocument.isIdle(now: now)
-    }
-
-    /// The times the idle rule reads, as a document (no tokens).
-    private var idleDocument: TokenDocument {
-        TokenDocument(accessToken: SecretToken(), refreshToken: SecretToken(), lastRefresh: lastRefresh, storedAt: storedAt)
+        return !overflow && remaining >= minTTL && !isIdle(now: now)
     }
 }
 

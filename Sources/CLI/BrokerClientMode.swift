@@ -22,19 +22,19 @@ extension Runner {
             // A forced refresh spends the refresh token: the broker's owner decides when, not a
             // client in a sandbox (`refresh` on the broker's side does it).
             if options.forceRefresh { throw refused("get --force-refresh", address) }
-            let document = try brokerToken(broker, g, requiredTTL: options.requiredTTL)
-            if options.format == .idToken, document.idToken.isEmpty {
+            let credential = try brokerToken(broker, g, requiredTTL: options.requiredTTL)
+            if options.format == .idToken, credential.idToken.isEmpty {
                 throw CredentialError.failure("the broker at \(address.description) does not hand out the id token (its answer is what get --json prints)")
             }
-            try console.out(try GetFormatter.format(document, options.format, profile: g.profile))
+            try console.out(try GetFormatter.format(credential, options.format, profile: g.profile))
             return .exit(0)
         case .exec(let argv):
-            let document = try brokerToken(broker, g, requiredTTL: nil)
-            _ = try GetFormatter.safe(document.accessToken, "access token", profile: g.profile)
+            let credential = try brokerToken(broker, g, requiredTTL: nil)
+            _ = try GetFormatter.safe(credential.accessToken, "access token", profile: g.profile)
             var child = services.settings.childEnvironment
             // EDGE: exec's environment; setenv(3) and the child need the token as a C string.
-            child["CHATGPT_ACCESS_TOKEN"] = document.accessToken.unsafeString()
-            child["CHATGPT_ACCOUNT_ID"] = document.accountId
+            child["CHATGPT_ACCESS_TOKEN"] = credential.accessToken.unsafeString()
+            child["CHATGPT_ACCOUNT_ID"] = credential.accountId
             return .replaceProcess(argv: argv, childEnvironment: child)
         case .status(let json, let all):
             if all { throw CredentialError.usage("status --all reads the stores, which client mode never does; run it where the broker runs") }
@@ -71,28 +71,28 @@ extension Runner {
         .usage("'\(what)' is refused in client mode (broker \(address.description)): only the broker's side changes or serves the credential; run it there")
     }
 
-    /// The broker's `/v1/token` answer as a document for the formatters: the access token (and
-    /// the id token when the broker sends one) in guarded memory, never a refresh token.
-    func brokerToken(_ broker: BrokerClient, _ g: GlobalOptions, requiredTTL: Int64?) throws -> TokenDocument {
-        let document = try Self.document(fromTokenAnswer: try broker.token(profile: g.profile, minTTL: requiredTTL), broker: broker.address.description)
-        let expiresAt = document.expiresAt
+    /// The broker's `/v1/token` answer as a served credential for the formatters: the access
+    /// token (and the id token when the broker sends one) in guarded memory, never a refresh token.
+    func brokerToken(_ broker: BrokerClient, _ g: GlobalOptions, requiredTTL: Int64?) throws -> ServedCredential {
+        let credential = try Self.credential(fromTokenAnswer: try broker.token(profile: g.profile, minTTL: requiredTTL), broker: broker.address.description)
+        let expiresAt = credential.expiresAt
         verbose(g, "the broker answered for profile \(g.profile.name); expires \(Clock.rfc3339(expiresAt))")
         if let requiredTTL, expiresAt > 0, expiresAt - services.now() < requiredTTL {
             console.err("chatgpt-credential: the broker's token is valid for \(TimeSpan.describe(max(0, expiresAt - services.now()))) only, less than --min-ttl \(requiredTTL)")
         }
-        return document
+        return credential
     }
 
-    /// The document of a `/v1/token` answer (the object `get --json` prints): never a refresh
-    /// token; the formatters refuse what a token cannot hold.
-    static func document(fromTokenAnswer value: JSONValue, broker: String) throws -> TokenDocument {
+    /// The credential a `/v1/token` answer serves (the object `get --json` prints): it has no
+    /// refresh token to hold; the formatters refuse what a token cannot hold.
+    static func credential(fromTokenAnswer value: JSONValue, broker: String) throws -> ServedCredential {
         guard let access = value["access_token"]?.secretValue, !access.isEmpty else {
             throw CredentialError.failure("the broker at \(broker) sent an answer without an access token")
         }
-        return TokenDocument(accessToken: access, refreshToken: SecretToken(), idToken: value["id_token"]?.secretValue ?? SecretToken(),
-                             accountId: value["account_id"]?.stringValue ?? "",
-                             expiresAt: value["expires_at"]?.stringValue.flatMap(Clock.parseRFC3339) ?? 0,
-                             email: value["email"]?.stringValue ?? "", plan: value["plan"]?.stringValue ?? "")
+        return ServedCredential(accessToken: access, accountId: value["account_id"]?.stringValue ?? "",
+                                idToken: value["id_token"]?.secretValue ?? SecretToken(),
+                                expiresAt: value["expires_at"]?.stringValue.flatMap(Clock.parseRFC3339) ?? 0,
+                                email: value["email"]?.stringValue ?? "", plan: value["plan"]?.stringValue ?? "")
     }
 
     // MARK: status
@@ -102,7 +102,7 @@ extension Runner {
     /// host: 0 signed in, 3 not, 5 the broker's store, 4 the broker not answering.
     func brokerStatus(_ broker: BrokerClient, _ g: GlobalOptions, json: Bool) throws -> Outcome {
         let now = services.now()
-        let document: TokenDocument
+        let document: ServedCredential
         do {
             document = try brokerToken(broker, g, requiredTTL: nil)
         } catch let e as CredentialError {
@@ -145,8 +145,8 @@ extension Runner {
             return .exit(0) // the credential is managed by `login`, where the broker runs
         case .get:
             guard GitCredentialProtocol.shouldAnswer(request) else { return .exit(0) }
-            let document = try brokerToken(broker, g, requiredTTL: nil)
-            if let answer = try GitCredentialProtocol.answer(for: request, document: document, profile: g.profile) {
+            let credential = try brokerToken(broker, g, requiredTTL: nil)
+            if let answer = try GitCredentialProtocol.answer(for: request, credential: credential, profile: g.profile) {
                 try console.out(answer)
             }
             return .exit(0)
@@ -159,11 +159,11 @@ extension Runner {
 
     func dockerHelperViaBroker(_ broker: BrokerClient, _ g: GlobalOptions, verb word: String) throws -> Outcome {
         // Not signed in where the broker runs (exit 3) is docker's "not found", as on the host.
-        let token: () throws -> TokenDocument? = {
+        let token: () throws -> ServedCredential? = {
             do { return try self.brokerToken(broker, g, requiredTTL: nil) } catch let e as CredentialError where e.exitCode == 3 { return nil }
         }
         return try dockerHelper(g, verb: word, DockerCredentials(
-            fresh: token, stored: token, erase: { false }, eraseRefused: refused("erase", broker.address)))
+            fresh: token, storedAccount: { try token()?.accountId }, erase: { false }, eraseRefused: refused("erase", broker.address)))
     }
 }
 

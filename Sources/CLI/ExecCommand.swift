@@ -31,8 +31,8 @@ extension Runner {
         let fresh = try freshCredential(g, GetOptions())
         var child = services.settings.childEnvironment
         // EDGE: exec's environment; setenv(3) and the child need the token as a C string.
-        child["CHATGPT_ACCESS_TOKEN"] = fresh.document.accessToken.unsafeString()
-        child["CHATGPT_ACCOUNT_ID"] = fresh.document.accountId
+        child["CHATGPT_ACCESS_TOKEN"] = fresh.credential.accessToken.unsafeString()
+        child["CHATGPT_ACCOUNT_ID"] = fresh.credential.accountId
         return .replaceProcess(argv: argv, childEnvironment: child)
     }
 }

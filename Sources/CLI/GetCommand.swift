@@ -48,7 +48,7 @@ enum GetCommand {
 extension Runner {
     func get(_ g: GlobalOptions, _ options: GetOptions) throws -> Outcome {
         let fresh = try freshCredential(g, options)
-        try console.out(try GetFormatter.format(fresh.document, options.format, profile: g.profile))
+        try console.out(try GetFormatter.format(fresh.credential, options.format, profile: g.profile))
         return .exit(0)
     }
 }

@@ -9,7 +9,7 @@ import Secrets
 /// built in guarded memory, the tokens copied into it from their own buffers, and written to
 /// stdout from there (`Console.out(_: SecretBytes)`): no format turns a token into a String.
 public enum GetFormatter {
-    public static func format(_ d: TokenDocument, _ format: OutputFormat, profile: Profile = .default) throws -> SecretBytes {
+    public static func format(_ d: ServedCredential, _ format: OutputFormat, profile: Profile = .default) throws -> SecretBytes {
         switch format {
         case .token:
             return line([], try safe(d.accessToken, "access token", profile: profile), [])

@@ -18,14 +18,14 @@ extension Runner {
             // Decide before touching any store: other hosts never cause a D-Bus call or a refresh.
             guard GitCredentialProtocol.shouldAnswer(request) else { return .exit(0) }
             let fresh = try freshCredential(g, GetOptions())
-            if let answer = try GitCredentialProtocol.answer(for: request, document: fresh.document, profile: g.profile) {
+            if let answer = try GitCredentialProtocol.answer(for: request, credential: fresh.credential, profile: g.profile) {
                 try console.out(answer)
             }
             return .exit(0)
         case .erase:
             guard GitCredentialProtocol.shouldAnswer(request) else { return .exit(0) }
             let dropped = try owner(g).dropAccessToken {
-                GitCredentialProtocol.shouldDropAccessToken(request: request, stored: $0)
+                GitCredentialProtocol.shouldDropAccessToken(request: request, accessToken: $0)
             }
             verbose(g, dropped ? "dropped the rejected access token; the next get refreshes" : "the rejected token is not the stored one; nothing changed")
             return .exit(0)
@@ -35,9 +35,9 @@ extension Runner {
     func dockerHelper(_ g: GlobalOptions, verb word: String) throws -> Outcome {
         try dockerHelper(g, verb: word, DockerCredentials(
             fresh: {
-                do { return try self.freshCredential(g, GetOptions()).document } catch CredentialError.notSignedIn { return nil }
+                do { return try self.freshCredential(g, GetOptions()).credential } catch CredentialError.notSignedIn { return nil }
             },
-            stored: { try self.owner(g).locate()?.document },
+            storedAccount: { try self.owner(g).locate()?.document.accountId },
             // docker logout means log out.
             erase: { try self.eraseEverywhere(g, revoke: true) }))
     }
@@ -45,9 +45,9 @@ extension Runner {
     /// Where docker's verbs find the credential: the one owner here, the broker in client mode.
     struct DockerCredentials {
         /// A fresh credential; nil when the profile is not signed in.
-        var fresh: () throws -> TokenDocument?
-        /// What `list` names; nil when nothing is stored.
-        var stored: () throws -> TokenDocument?
+        var fresh: () throws -> ServedCredential?
+        /// The account id `list` names; nil when nothing is stored.
+        var storedAccount: () throws -> String?
         /// Erases the profile's credential: true when there was one. Client mode refuses erase
         /// before anything is read, with this error instead (exit 2).
         var erase: () throws -> Bool
@@ -75,12 +75,12 @@ extension Runner {
             case .store:
                 _ = try DockerStoreRequest.parse(try console.readInput(limit: DockerCredentialProtocol.maxInputBytes))
             case .get:
-                guard let url = try chatGPTServerURL(), let document = try credentials.fresh() else { return dockerNotFound() }
-                try console.out(try DockerCredentialProtocol.getAnswer(serverURL: url, document: document, profile: g.profile))
+                guard let url = try chatGPTServerURL(), let credential = try credentials.fresh() else { return dockerNotFound() }
+                try console.out(try DockerCredentialProtocol.getAnswer(serverURL: url, credential: credential, profile: g.profile))
             case .erase:
                 guard try chatGPTServerURL() != nil, try credentials.erase() else { return dockerNotFound() }
             case .list:
-                try console.out(DockerCredentialProtocol.listAnswer(accountId: try credentials.stored()?.accountId))
+                try console.out(DockerCredentialProtocol.listAnswer(accountId: try credentials.storedAccount()))
             }
             return .exit(0)
         } catch let e as CredentialError {

@@ -112,7 +112,7 @@ extension Runner {
             }
             let fresh = try owner.fresh(located, RefreshCommand.need)
             for n in fresh.notices { console.err("chatgpt-credential: \(name): " + n) }
-            let until = "valid until \(Clock.rfc3339(fresh.document.expiresAt)) (\(TimeSpan.expiry(fresh.document.expiresAt - services.now())))"
+            let until = "valid until \(Clock.rfc3339(fresh.credential.expiresAt)) (\(TimeSpan.expiry(fresh.credential.expiresAt - services.now())))"
             if fresh.refreshed {
                 console.err("chatgpt-credential: \(name): refreshed; the new access token is \(until)")
             } else {

@@ -142,8 +142,8 @@ public final class Runner {
     func freshCredential(_ g: GlobalOptions, _ options: GetOptions) throws -> FreshCredential {
         let fresh: FreshCredential
         do { fresh = try owner(g).fresh(options.freshness) } catch { try stopIfSignalled(after: error); throw error }
-        verbose(g, "profile \(g.profile.name) \(fresh.fromCache ? "answered from the access cache" : "read from its store"); expires \(Clock.rfc3339(fresh.document.expiresAt))")
-        if fresh.refreshed { verbose(g, "refreshed; new token expires \(Clock.rfc3339(fresh.document.expiresAt))") }
+        verbose(g, "profile \(g.profile.name) \(fresh.fromCache ? "answered from the access cache" : "read from its store"); expires \(Clock.rfc3339(fresh.credential.expiresAt))")
+        if fresh.refreshed { verbose(g, "refreshed; new token expires \(Clock.rfc3339(fresh.credential.expiresAt))") }
         for n in fresh.notices { console.err("chatgpt-credential: " + n) }
         try stopIfSignalled()
         return fresh

@@ -125,7 +125,7 @@ extension Runner {
                 // Exactly `get --json` (Runner.dispatch's `.get`), the answer kept where it was
                 // built instead of being written to a console.
                 let fresh = try runner.freshCredential(g, options)
-                body = try GetFormatter.format(fresh.document, options.format, profile: g.profile)
+                body = try GetFormatter.format(fresh.credential, options.format, profile: g.profile)
             case .usage:
                 _ = try runner.dispatch(.usage(json: true, all: false), g)
                 body = capture.takeAnswer()

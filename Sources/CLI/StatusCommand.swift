@@ -35,9 +35,8 @@ extension Runner {
         let now = services.now()
         if all { return try statusOfAll(g, json: json, now: now) }
         let owner = owner(g)
-        if let (kind, document) = owner.cached() {
-            var report = StatusReport(profile: g.profile.name, store: kind, document: document, now: now)
-            report.fromCache = true
+        if let (kind, credential) = owner.cached() {
+            var report = StatusReport(profile: g.profile.name, store: kind, cached: credential, now: now)
             report.collection = collection(of: g.profile, in: services.makeSelector(g).store(of: kind))
             try console.out(json ? JSON.serialize(report.json()) + "\n" : report.text())
             return .exit(0)

@@ -7,18 +7,55 @@ import Credentials
 struct StatusReport {
     var profile: String
     var store: StoreKind?
-    var document: TokenDocument?
+    /// What is reported: the stored document, or an access-cache entry.
+    var shown: Shown?
     var now: Int64 = 0
     var problem: CredentialError?
     /// Answered from the access cache (which keeps the times the store holds, so the report is the same).
-    var fromCache = false
+    var fromCache: Bool {
+        if case .cached = shown { return true }
+        return false
+    }
     /// The Secret Service collection (D-Bus object path) holding the item, when that store holds it.
     var collection: String?
     /// `status --all` only: whether this is the profile verbs use without --profile.
     var isDefault: Bool?
 
+    /// What `status` reads of a credential: never a token.
+    enum Shown {
+        case stored(TokenDocument)
+        /// A fresh access-cache entry: only a signed-in credential's is ever cached.
+        case cached(ServedCredential)
+
+        var email: String {
+            switch self { case .stored(let d): d.email; case .cached(let c): c.email }
+        }
+        var plan: String {
+            switch self { case .stored(let d): d.plan; case .cached(let c): c.plan }
+        }
+        var accountId: String {
+            switch self { case .stored(let d): d.accountId; case .cached(let c): c.accountId }
+        }
+        var times: any CredentialTimes {
+            switch self { case .stored(let d): d; case .cached(let c): c }
+        }
+        /// The access token's expiry; nil when it was dropped.
+        var accessExpiry: Int64? {
+            switch self { case .stored(let d): d.state.access?.expiresAt; case .cached(let c): c.expiresAt }
+        }
+        /// The issuer's code when it rejected the refresh token.
+        var rejection: String? {
+            if case .stored(let d) = self { return d.state.rejection }
+            return nil
+        }
+    }
+
     init(profile: String, store: StoreKind, document: TokenDocument, now: Int64) {
-        self.profile = profile; self.store = store; self.document = document; self.now = now
+        self.profile = profile; self.store = store; self.shown = .stored(document); self.now = now
+    }
+
+    init(profile: String, store: StoreKind, cached: ServedCredential, now: Int64) {
+        self.profile = profile; self.store = store; self.shown = .cached(cached); self.now = now
     }
 
     init(profile: String, store: StoreKind?, problem: CredentialError) {
@@ -29,27 +66,35 @@ struct StatusReport {
     /// the refresh token was rejected and the access token is no longer usable.
     var unusable: CredentialError? {
         if let problem { return problem }
-        guard let d = document else { return .notSignedIn(profile: profile) }
-        if let code = d.refreshRejected, !RefreshPolicy.stillUsable(d, Freshness(), now: now) {
+        guard let shown else { return .notSignedIn(profile: profile) }
+        if case .stored(let d) = shown, case .refreshRejected(let code, _) = d.state, !RefreshPolicy.stillUsable(d, Freshness(), now: now) {
             return .refreshRejected(profile: profile, code: code)
         }
         return nil
     }
 
     /// A new sign-in is needed: now, or once this access token expires.
-    var needsLogin: Bool { unusable?.exitCode == 3 || document?.refreshRejected != nil }
+    var needsLogin: Bool { unusable?.exitCode == 3 || shown?.rejection != nil }
 
     /// When `get` will next refresh (the earlier of the expiry less the margin and the idle
     /// rule's day; now when there is no access token); nil when no refresh will happen before
     /// a new sign-in (the issuer rejected the refresh token).
     var nextRefresh: Int64? {
-        guard let d = document, d.refreshRejected == nil else { return nil }
-        return d.hasAccessToken ? RefreshPolicy.nextRefresh(d) : now
+        switch shown {
+        case nil: return nil
+        case .cached(let c): return RefreshPolicy.nextRefresh(c)
+        case .stored(let d):
+            switch d.state {
+            case .refreshRejected: return nil
+            case .accessDropped: return now
+            case .signedIn: return RefreshPolicy.nextRefresh(d)
+            }
+        }
     }
 
     /// The text lines for the two times (man page, `status`).
     var lastRefreshText: String {
-        guard let d = document else { return "" }
+        guard let d = shown?.times else { return "" }
         if d.lastRefresh > 0 { return "\(Clock.rfc3339(d.lastRefresh)) (\(TimeSpan.span(max(0, now - d.lastRefresh))) ago)" }
         if d.storedAt > 0 { return "unknown (stored \(Clock.rfc3339(d.storedAt)), counted from then)" }
         return "unknown"
@@ -65,13 +110,14 @@ struct StatusReport {
         if let store { m.append(("store", .string(store.rawValue))) }
         if let collection { m.append(("collection", .string(collection))) }
         m += [("signed_in", .bool(unusable == nil)), ("needs_login", .bool(needsLogin))]
-        if let d = document {
-            m += [("email", .string(d.email)), ("plan", .string(d.plan)), ("account_id", .string(d.accountId)),
+        if let shown {
+            let d = shown.times
+            m += [("email", .string(shown.email)), ("plan", .string(shown.plan)), ("account_id", .string(shown.accountId)),
                   ("expires_at", .string(Clock.rfc3339(d.expiresAt))), ("expires_in", .number(Double(d.expiresAt - now))),
                   ("last_refresh", d.lastRefresh > 0 ? .string(Clock.rfc3339(d.lastRefresh)) : .null),
                   ("next_refresh", nextRefresh.map { .string(Clock.rfc3339($0)) } ?? .null)]
             if d.lastRefresh <= 0, d.storedAt > 0 { m.append(("stored_at", .string(Clock.rfc3339(d.storedAt)))) }
-            if let r = d.refreshRejected { m.append(("refresh_rejected", .string(r))) }
+            if let r = shown.rejection { m.append(("refresh_rejected", .string(r))) }
         }
         if let problem { m.append(("error", .string(problem.message))) }
         if fromCache { m.append(("cached", .bool(true))) }
@@ -80,13 +126,14 @@ struct StatusReport {
     }
 
     func text() -> String {
-        guard let d = document else { return "\(profile): \(problem?.message ?? "not signed in")\n" }
-        let who = Sanitize.line(d.email.isEmpty ? "unknown email" : d.email)
-        let plan = Sanitize.line(d.plan.isEmpty ? "unknown plan" : d.plan)
+        guard let shown else { return "\(profile): \(problem?.message ?? "not signed in")\n" }
+        let d = shown.times
+        let who = Sanitize.line(shown.email.isEmpty ? "unknown email" : shown.email)
+        let plan = Sanitize.line(shown.plan.isEmpty ? "unknown plan" : shown.plan)
         let login = ((try? Profile(profile)) ?? .default).loginCommand
         var s = unusable == nil
-            ? "Signed in as \(who) (\(plan)), account \(Sanitize.line(d.accountId))\n"
-            : "Sign-in needed for \(who) (\(plan)), account \(Sanitize.line(d.accountId))\n"
+            ? "Signed in as \(who) (\(plan)), account \(Sanitize.line(shown.accountId))\n"
+            : "Sign-in needed for \(who) (\(plan)), account \(Sanitize.line(shown.accountId))\n"
         s += "  profile:  \(profile)\n"
         if let store { s += "  store:    \(store.rawValue)\n" }
         if let collection {
@@ -96,7 +143,7 @@ struct StatusReport {
         s += "  expires:  \(Clock.rfc3339(d.expiresAt)) (\(TimeSpan.expiry(d.expiresAt - now)))\n"
         s += "  refreshed: \(lastRefreshText)\n"
         s += "  next refresh: \(nextRefreshText)\n"
-        if let r = d.refreshRejected {
+        if let r = shown.rejection {
             let when = unusable == nil ? "before this token expires" : "now"
             s += "  sign-in needed \(when): the issuer rejected the refresh token (\(Sanitize.line(r, limit: 60))); run: \(login)\n"
         }
@@ -124,8 +171,8 @@ struct StatusReport {
 
     /// The EXPIRES column: how long the access token has left, `expired`, or `-` without one.
     var expiresWord: String {
-        guard let d = document, d.hasAccessToken else { return "-" }
-        return d.expiresAt > now ? "in " + TimeSpan.span(d.expiresAt - now) : "expired"
+        guard let expiresAt = shown?.accessExpiry else { return "-" }
+        return expiresAt > now ? "in " + TimeSpan.span(expiresAt - now) : "expired"
     }
 
     static let tableHeader = ["PROFILE", "EMAIL", "PLAN", "STORE", "EXPIRES", "STATUS"]
@@ -138,8 +185,8 @@ struct StatusReport {
     static func textList(_ entries: [StatusReport], storesUnreadable: Bool, defaultProfile: String, width: Int = 80) -> String {
         if entries.isEmpty { return storesUnreadable ? "" : "No profiles signed in.\n" }
         let rows: [[String]] = [tableHeader] + entries.map { e in
-            [e.profile, Sanitize.line(e.document.map { $0.email.isEmpty ? "-" : $0.email } ?? "-"),
-             Sanitize.line(e.document.map { $0.plan.isEmpty ? "-" : $0.plan } ?? "-"),
+            [e.profile, Sanitize.line(e.shown.map { $0.email.isEmpty ? "-" : $0.email } ?? "-"),
+             Sanitize.line(e.shown.map { $0.plan.isEmpty ? "-" : $0.plan } ?? "-"),
              e.store?.rawValue ?? "-", e.expiresWord, e.statusWord]
         }
         var widths = (0..<tableHeader.count).map { c in rows.map { $0[c].count }.max() ?? 0 }

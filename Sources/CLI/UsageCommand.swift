@@ -61,26 +61,26 @@ extension Runner {
                      serialized: (() throws -> FreshCredential) throws -> FreshCredential = { try $0() }) throws -> (UsageReport, String?) {
         let client = UsageClient(config: backend, userAgent: "\(CommandLineSpec.programName)/\(CommandLineSpec.version)")
         var fresh = try serialized { try usageToken(g, rejected: nil) }
-        verbose(g, "GET \(backend.url(UsageClient.usagePath)) for account \(fresh.document.accountId)")
-        var answer = try client.fetch(accessToken: fresh.document.accessToken, accountId: fresh.document.accountId,
+        verbose(g, "GET \(backend.url(UsageClient.usagePath)) for account \(fresh.credential.accountId)")
+        var answer = try client.fetch(accessToken: fresh.credential.accessToken, accountId: fresh.credential.accountId,
                                       profile: g.profile, now: services.now)
         if answer == .unauthorized {
             verbose(g, "the backend refused the access token (HTTP 401); refreshing once and retrying")
-            let rejected = fresh.document
+            let rejected = fresh.credential
             fresh = try serialized { try usageToken(g, rejected: rejected) }
-            guard fresh.document.accessToken != rejected.accessToken else {
+            guard fresh.credential.accessToken != rejected.accessToken else {
                 // The refresh did not happen; the coordinator has said why on stderr.
-                if let code = fresh.document.refreshRejected {
+                if case .store(.refreshRejected(let code, _)) = fresh.source {
                     throw CredentialError.refreshRejected(profile: g.profile.name, code: code)
                 }
                 throw CredentialError.temporary("the ChatGPT backend refused the access token (HTTP 401) and it could not be refreshed")
             }
-            answer = try client.fetch(accessToken: fresh.document.accessToken, accountId: fresh.document.accountId,
+            answer = try client.fetch(accessToken: fresh.credential.accessToken, accountId: fresh.credential.accountId,
                                       profile: g.profile, now: services.now)
         }
         guard case .report(let report) = answer else { throw CredentialError.backendRejected(profile: g.profile.name) }
 
-        let tokenPlan = Sanitize.line(fresh.document.plan, limit: 40)
+        let tokenPlan = Sanitize.line(fresh.credential.plan, limit: 40)
         return (report, report.plan ?? (tokenPlan.isEmpty ? nil : tokenPlan))
     }
 
@@ -88,11 +88,11 @@ extension Runner {
     /// (refreshed first when it is inside the refresh window). Otherwise the backend refused
     /// `rejected`: one refresh through the owner, unless another process already replaced that
     /// token (the owner re-reads the store under the lock and returns what it finds).
-    func usageToken(_ g: GlobalOptions, rejected: TokenDocument?) throws -> FreshCredential {
+    func usageToken(_ g: GlobalOptions, rejected: ServedCredential?) throws -> FreshCredential {
         guard let rejected else { return try freshCredential(g, GetOptions()) }
         let fresh: FreshCredential
         do { fresh = try owner(g).freshAfterRejection(of: rejected.accessToken, Freshness()) } catch { try stopIfSignalled(after: error); throw error }
-        if fresh.refreshed { verbose(g, "refreshed; new token expires \(Clock.rfc3339(fresh.document.expiresAt))") }
+        if fresh.refreshed { verbose(g, "refreshed; new token expires \(Clock.rfc3339(fresh.credential.expiresAt))") }
         for n in fresh.notices { console.err("chatgpt-credential: " + n) }
         try stopIfSignalled()
         return fresh

@@ -62,11 +62,3 @@ package final class CredentialCache {
         if let id = identity(store.kind, profile) { keyring.update(to: document, id, profile) }
     }
 }
-
-extension AccessCacheEntry {
-    /// The entry as a document to answer from: everything `get` prints, no refresh token.
-    var document: TokenDocument {
-        TokenDocument(accessToken: accessToken, refreshToken: SecretToken(), idToken: idToken, accountId: accountId,
-                      expiresAt: expiresAt, lastRefresh: lastRefresh, email: email, plan: plan, storedAt: storedAt)
-    }
-}

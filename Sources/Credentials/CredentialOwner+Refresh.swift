@@ -3,14 +3,42 @@ import SystemRuntime
 import Stores
 import OAuth
 
-/// The answer to `get`: a document to print from, plus notices for stderr.
+/// The answer to `get`: what is served to the caller (never a refresh token), where it came
+/// from, and notices for stderr.
 public struct FreshCredential {
-    public var document: TokenDocument
+    public var credential: ServedCredential
     public var notices: [String]
+    public var source: Source
+
+    public enum Source: Equatable, Sendable {
+        /// A fresh access-cache entry, without touching the store.
+        case accessCache
+        /// The stored credential, in this state (a rejected refresh token's token is served
+        /// with its warning until it expires), not refreshed by this process.
+        case store(CredentialState)
+        /// This process performed the refresh.
+        case refreshed
+    }
+
     /// True when this process performed the refresh.
-    public var refreshed: Bool
+    public var refreshed: Bool { source == .refreshed }
     /// True when it came from the access cache, without touching the store.
-    public var fromCache = false
+    public var fromCache: Bool { source == .accessCache }
+
+    /// The stored `document`, served as it is (`RefreshPolicy` or a fallback found its access
+    /// token usable) or just refreshed by this process.
+    init(_ document: TokenDocument, notices: [String], refreshed: Bool = false, profile: Profile) throws {
+        // Only a refresh answer without an access token, for a credential whose own was dropped,
+        // leaves none; as `get` always said then: sign in again.
+        guard let served = document.served else {
+            throw CredentialError.failure("the stored credential has no access token; sign in again: \(profile.loginCommand)")
+        }
+        self.init(credential: served, notices: notices, source: refreshed ? .refreshed : .store(document.state))
+    }
+
+    init(credential: ServedCredential, notices: [String], source: Source) {
+        self.credential = credential; self.notices = notices; self.source = source
+    }
 }
 
 /// Refreshing (man page REFRESH): decide without the lock; when a refresh is due, take the lock,
@@ -43,16 +71,16 @@ extension CredentialOwner {
 
     /// What `status` can report without reading the store: a fresh entry of the access cache and
     /// the kind of store it stands for.
-    package func cached() -> (kind: StoreKind, document: TokenDocument)? {
+    package func cached() -> (kind: StoreKind, credential: ServedCredential)? {
         guard let cache else { return nil }
         let kind = selector.readKind(of: profile)
-        return cachedAnswer(cache, kind, Freshness()).map { (kind, $0.document) }
+        return cachedAnswer(cache, kind, Freshness()).map { (kind, $0.credential) }
     }
 
     private func cachedAnswer(_ cache: CredentialCache, _ kind: StoreKind, _ need: Freshness) -> FreshCredential? {
         guard let entry = cache.entry(kind, profile),
               entry.isFresh(minTTL: max(RefreshPolicy.margin, need.minTTL), now: now()) else { return nil }
-        return FreshCredential(document: entry.document, notices: [], refreshed: false, fromCache: true)
+        return FreshCredential(credential: entry, notices: [], source: .accessCache)
     }
 
     /// A miss: read the store and fill the entry under the profile's lock, so that no change
@@ -67,7 +95,7 @@ extension CredentialOwner {
             guard let located = try locate() else { throw CredentialError.notSignedIn(profile: profile.name) }
             guard case .use(let notice) = RefreshPolicy.decide(located.document, need, now: now()) else { return .refreshDue(located) }
             cache.fill(located.document, from: located.store, profile) // a fill, not a change
-            return .answer(FreshCredential(document: located.document, notices: notice.map { [$0] } ?? [], refreshed: false))
+            return .answer(try FreshCredential(located.document, notices: notice.map { [$0] } ?? [], profile: profile))
         }
     }
 
@@ -81,11 +109,11 @@ extension CredentialOwner {
         let initial = located.document
         switch decision {
         case .use(let notice):
-            return FreshCredential(document: initial, notices: notice.map { [$0] } ?? [], refreshed: false)
+            return try FreshCredential(initial, notices: notice.map { [$0] } ?? [], profile: profile)
         case .refresh:
             break
         }
-        if case .refreshRejected(let code) = initial.state { return try rejectedFallback(located, need, code: code) }
+        if case .refreshRejected(let code, _) = initial.state { return try rejectedFallback(located, need, code: code) }
         return try refreshTransaction(
             waiter: { try answeredByOthers(initial, need) },
             owner: { try refreshHoldingLock(initial, need, &$0) })
@@ -108,14 +136,14 @@ extension CredentialOwner {
         // Unchanged since it was decided that a refresh is due: still due (time only makes a
         // token staler), so the policy is not asked again.
         if current.document == initial { return (current, nil) }
-        if case .refreshRejected(let code) = current.document.state { return (current, try rejectedFallback(current, need, code: code)) }
+        if case .refreshRejected(let code, _) = current.document.state { return (current, try rejectedFallback(current, need, code: code)) }
         var need = need
         if current.document.refreshToken != initial.refreshToken { // constant time
             // Another process rotated the tokens (or signed in anew): a forced refresh is done.
             need.forceRefresh = false
         }
         if case .use(let notice) = RefreshPolicy.decide(current.document, need, now: now()) {
-            return (current, FreshCredential(document: current.document, notices: notice.map { [$0] } ?? [], refreshed: false))
+            return (current, try FreshCredential(current.document, notices: notice.map { [$0] } ?? [], profile: profile))
         }
         return (current, nil)
     }
@@ -171,7 +199,7 @@ extension CredentialOwner {
         switch outcome {
         case .saved(let next, var notices, let received):
             if let short = RefreshPolicy.afterRefresh(next, need, now: received) { notices.append(short) }
-            return FreshCredential(document: next, notices: notices, refreshed: true)
+            return try FreshCredential(next, notices: notices, refreshed: true, profile: profile)
         case .answered(.rotated):
             preconditionFailure("a rotation is always saved inside the window")
         case .answered(.rejected(let code)):
@@ -287,7 +315,7 @@ extension CredentialOwner {
     private func storedIfUsable(_ d: TokenDocument, _ need: Freshness, otherwise error: CredentialError,
                                 notice: (String) -> String) throws -> FreshCredential {
         guard RefreshPolicy.stillUsable(d, need, now: now()) else { throw error }
-        return FreshCredential(document: d, notices: [notice(TimeSpan.expiry(d.expiresAt - now()))], refreshed: false)
+        return try FreshCredential(d, notices: [notice(TimeSpan.expiry(d.expiresAt - now()))], profile: profile)
     }
 
     private func rejectedFallback(_ located: LocatedCredential, _ need: Freshness, code: String) throws -> FreshCredential {

@@ -146,7 +146,9 @@ package final class CredentialOwner {
                     blocked = blocked ?? (store, e) // a symlink, a directory, another user's file
                     continue
                 }
-                if let d = document, let revoke, !d.isRefreshRejected, !revoked.contains(d.refreshToken) {
+                // Not revoked (man page, erase): a refresh token the issuer already rejected, or
+                // one imported from Codex, which may still use the same session.
+                if let d = document, let revoke, d.state.rejection == nil, !revoked.contains(d.refreshToken) {
                     revoked.append(d.refreshToken)
                     if d.origin == .codex {
                         erasure.notices.append("notice: the refresh token was not revoked: it came from Codex, which may still use the same session (sign out there with: codex logout)")
@@ -208,12 +210,12 @@ package final class CredentialOwner {
     /// git `erase`: the caller says an access token was rejected. Drops the stored access token
     /// only if `matches` says it is still that one (a late rejection of an older token changes
     /// nothing); keeps the refresh token, so the next `get` refreshes. True when dropped.
-    package func dropAccessToken(if matches: (TokenDocument) -> Bool) throws -> Bool {
+    package func dropAccessToken(if matches: (SecretToken) -> Bool) throws -> Bool {
         try transaction { tx in
             // A cached copy of the rejected token must not be served again, whatever the store holds now.
             let kind = selector.readKind(of: profile)
-            if let entry = cache?.entry(kind, profile), matches(entry.document) { tx.withdrawCachedAccess() }
-            guard let current = try tx.locate(selector), current.document.hasAccessToken, matches(current.document) else { return false }
+            if let entry = cache?.entry(kind, profile), matches(entry.accessToken) { tx.withdrawCachedAccess() }
+            guard let current = try tx.locate(selector), let access = current.document.state.access, matches(access.token) else { return false }
             return try tx.write(current.document.accessDropped(), to: current.store)
         }
     }

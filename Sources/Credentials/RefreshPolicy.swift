@@ -19,12 +19,14 @@ package enum RefreshPolicy {
     }
 
     package static func decide(_ d: TokenDocument, _ need: Freshness, now: Int64) -> Decision {
-        guard d.hasAccessToken, !need.forceRefresh else { return .refresh }
+        // No access token (dropped, by git's `erase` or before a rejection) or a forced refresh:
+        // refresh. A rejected refresh token is the caller's to handle (it is never spent again).
+        guard let access = d.state.access, !need.forceRefresh else { return .refresh }
         // The idle rule (man page, REFRESH): counted from the last refresh, or from when a
         // credential without one was stored; a document that knows neither is left alone. It
         // cannot loop: a refresh resets the count, and 8 days are far beyond the 60 s guard.
         if d.isIdle(now: now) { return .refresh }
-        let remaining = d.expiresAt - now
+        let remaining = access.expiresAt - now
         let wanted = max(margin, need.minTTL)
         // When the issuer grants tokens shorter than what was asked, no refresh can meet the
         // request: refreshing again would only spend refresh tokens. The usual margin applies then.
@@ -41,7 +43,7 @@ package enum RefreshPolicy {
     }
 
     /// After a refresh in this process: a notice when even the new token falls short of the request.
-    package static func afterRefresh(_ d: TokenDocument, _ need: Freshness, now: Int64) -> String? {
+    package static func afterRefresh(_ d: some CredentialTimes, _ need: Freshness, now: Int64) -> String? {
         let wanted = max(margin, need.minTTL)
         let remaining = d.expiresAt - now
         guard remaining < wanted else { return nil }
@@ -54,7 +56,7 @@ package enum RefreshPolicy {
 
     /// When the next refresh is due without `--min-ttl` or `--force-refresh`: the earlier of the
     /// expiry less the margin and the idle rule's day (what `status` shows as `next_refresh`).
-    package static func nextRefresh(_ d: TokenDocument) -> Int64 {
+    package static func nextRefresh(_ d: some CredentialTimes) -> Int64 {
         let byExpiry = d.expiresAt &- margin
         guard let idle = d.idleRefreshDue else { return byExpiry }
         return min(byExpiry, idle)
@@ -63,8 +65,8 @@ package enum RefreshPolicy {
     /// Whether a token that could not be refreshed is still good enough to print: at least
     /// `--min-ttl` seconds left when one was given, else simply not yet expired.
     package static func stillUsable(_ d: TokenDocument, _ need: Freshness, now: Int64) -> Bool {
-        guard d.hasAccessToken else { return false }
-        if let required = need.requiredTTL { return d.expiresAt - now >= required }
-        return d.expiresAt > now
+        guard let access = d.state.access else { return false }
+        if let required = need.requiredTTL { return access.expiresAt - now >= required }
+        return access.expiresAt > now
     }
 }

@@ -89,18 +89,18 @@ public enum DockerCredentialProtocol {
     /// String). Throws `storeCorrupt`, naming `profile`'s sign-in, when the token or account id
     /// holds anything but printable ASCII.
     ///
-    ///     try console.out(try DockerCredentialProtocol.getAnswer(serverURL: url, document: doc, profile: p))
-    public static func getAnswer(serverURL: String, document: TokenDocument, profile: Profile) throws -> SecretBytes {
-        guard Sanitize.isTokenSafe(document.accessToken) else {
+    ///     try console.out(try DockerCredentialProtocol.getAnswer(serverURL: url, credential: served, profile: p))
+    public static func getAnswer(serverURL: String, credential: ServedCredential, profile: Profile) throws -> SecretBytes {
+        guard Sanitize.isTokenSafe(credential.accessToken) else {
             throw CredentialError.storeCorrupt("the stored access token contains characters that cannot be sent; sign in again: \(profile.loginCommand)")
         }
-        guard document.accountId.isEmpty || Sanitize.isTokenSafe(document.accountId) else {
+        guard credential.accountId.isEmpty || Sanitize.isTokenSafe(credential.accountId) else {
             throw CredentialError.storeCorrupt("the stored account id contains characters that cannot be sent; sign in again: \(profile.loginCommand)")
         }
         let body: JSONValue = .object([
             ("ServerURL", .string(serverURL)),
-            ("Username", .string(document.accountId)),
-            ("Secret", .secret(document.accessToken)),
+            ("Username", .string(credential.accountId)),
+            ("Secret", .secret(credential.accessToken)),
         ])
         return JSON.serializeSecret(body, suffix: "\n")
     }

@@ -54,21 +54,21 @@ public enum GitCredentialProtocol {
     /// (print nothing, exit 0). Re-checks `shouldAnswer`. Throws `storeCorrupt`, naming
     /// `profile`'s sign-in, when the stored values cannot be sent safely.
     ///
-    ///     if let out = try GitCredentialProtocol.answer(for: request, document: doc, profile: p) { write(out) }
-    public static func answer(for request: GitCredentialRequest, document: TokenDocument, profile: Profile) throws -> SecretBytes? {
+    ///     if let out = try GitCredentialProtocol.answer(for: request, credential: served, profile: p) { write(out) }
+    public static func answer(for request: GitCredentialRequest, credential: ServedCredential, profile: Profile) throws -> SecretBytes? {
         guard shouldAnswer(request) else { return nil }
-        return try GitCredentialAnswer(document: document, request: request).formatted(profile: profile)
+        return try GitCredentialAnswer(credential: credential, request: request).formatted(profile: profile)
     }
 
     /// The `erase` decision: git is reporting that the token it sent was rejected. True only when
     /// the request is for one of our hosts and its `password` or `credential` equals the stored
     /// access token (compared in constant time); the CLI then drops the access token and keeps the
     /// refresh token. A late rejection of an older token, or any other host, changes nothing.
-    public static func shouldDropAccessToken(request: GitCredentialRequest, stored: TokenDocument) -> Bool {
-        guard shouldAnswer(request), !stored.accessToken.isEmpty else { return false }
+    public static func shouldDropAccessToken(request: GitCredentialRequest, accessToken stored: SecretToken) -> Bool {
+        guard shouldAnswer(request), !stored.isEmpty else { return false }
         var match = false
-        if let p = request.password, stored.accessToken.equals(utf8: p) { match = true }
-        if let c = request.credential, stored.accessToken.equals(utf8: c) { match = true }
+        if let p = request.password, stored.equals(utf8: p) { match = true }
+        if let c = request.credential, stored.equals(utf8: c) { match = true }
         return match
     }
 }
@@ -137,9 +137,9 @@ public struct GitCredentialAnswer: Equatable, Sendable {
         self.useAuthtype = useAuthtype
     }
 
-    public init(document: TokenDocument, request: GitCredentialRequest) {
-        self.init(accountId: document.accountId, accessToken: document.accessToken,
-                  expiresAt: document.expiresAt, useAuthtype: request.acceptsAuthtype)
+    public init(credential: ServedCredential, request: GitCredentialRequest) {
+        self.init(accountId: credential.accountId, accessToken: credential.accessToken,
+                  expiresAt: credential.expiresAt, useAuthtype: request.acceptsAuthtype)
     }
 
     /// The lines for stdout, each ended by `\n`, in guarded memory (the token is copied from its

@@ -63,10 +63,8 @@ import TestSupport
 
     @Test func documentsThatMustNotBeServedAreNotCacheable() {
         let base = TokenDocument(accessToken: "at", refreshToken: "rt", expiresAt: Clock.now() + 7200)
-        var rejected = base
-        rejected.refreshRejected = "refresh_token_reused"
-        var dropped = base
-        dropped.accessToken = ""
+        let rejected = base.rejected(code: "refresh_token_reused")
+        let dropped = base.accessDropped()
         #expect(AccessCacheEntry(cacheable: base) != nil)
         #expect(AccessCacheEntry(cacheable: rejected) == nil)
         #expect(AccessCacheEntry(cacheable: dropped) == nil)
@@ -341,17 +339,14 @@ import TestSupport
                                  accountId: "acct", expiresAt: Clock.now() + 3600, email: "e@example.com", plan: "plus")
         c.update(to: good, id, profile)
         #expect(c.lookup(id, profile) == AccessCacheEntry(cacheable: good))
-        var rejected = good
-        rejected.refreshRejected = "refresh_token_reused"
-        var dropped = good
-        dropped.accessToken = ""
-        dropped.expiresAt = 0
+        let rejected = good.rejected(code: "refresh_token_reused")
+        let dropped = good.accessDropped()
         let changes: [TokenDocument?] = [rejected, dropped, nil]
         for next in changes {
             c.update(to: good, id, profile)
             #expect(k.serial(id, profile) != nil)
             c.update(to: next, id, profile)
-            #expect(k.serial(id, profile) == nil, "still cached after \(String(describing: next?.refreshRejected)) \(next == nil)")
+            #expect(k.serial(id, profile) == nil, "still cached after \(String(describing: next?.state)) \(next == nil)")
         }
     }
 

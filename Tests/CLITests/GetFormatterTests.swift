@@ -4,11 +4,11 @@ import Testing
 import TestSupport
 
 @Suite struct GetFormatterTests {
-    let doc = TokenDocument(accessToken: "tok.en-1", refreshToken: "secret-refresh", idToken: "id.tok", accountId: "acc-9",
-                            expiresAt: 1_800_000_000, lastRefresh: 0, email: "e@x.io", plan: "pro")
+    let doc = ServedCredential(accessToken: "tok.en-1", accountId: "acc-9", idToken: "id.tok",
+                               expiresAt: 1_800_000_000, lastRefresh: 0, email: "e@x.io", plan: "pro")
 
     /// The answer as text (a test may copy it out; the formatter builds it in guarded memory).
-    func text(_ d: TokenDocument, _ format: OutputFormat) throws -> String {
+    func text(_ d: ServedCredential, _ format: OutputFormat) throws -> String {
         try GetFormatter.format(d, format).unsafeString()
     }
 
@@ -20,7 +20,6 @@ import TestSupport
         #expect(try text(doc, .env) == "CHATGPT_ACCESS_TOKEN='tok.en-1'\nCHATGPT_ACCOUNT_ID='acc-9'\n")
         let json = try text(doc, .json)
         #expect(json == #"{"access_token":"tok.en-1","account_id":"acc-9","expires_at":"2027-01-15T08:00:00Z","email":"e@x.io","plan":"pro"}"# + "\n")
-        #expect(!json.contains("secret-refresh"))
     }
 
     /// Each answer is built into a buffer of exactly its size: no region is made and dropped

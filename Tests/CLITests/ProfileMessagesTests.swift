@@ -13,7 +13,7 @@ import TestSupport
 /// the default one: the command it gives must work as typed.
 @Suite struct ProfileMessagesTests {
     let work = Profile(unchecked: "work")
-    let unsafe = TokenDocument(accessToken: "a\u{1b}[2Jb", refreshToken: "r", accountId: "acct")
+    let unsafe = ServedCredential(accessToken: "a\u{1b}[2Jb", accountId: "acct")
 
     @Test func theCommandsNameANonDefaultProfileOnly() {
         #expect(work.loginCommand == "chatgpt-credential --profile work login")
@@ -27,7 +27,7 @@ import TestSupport
             "the stored access token contains characters a token cannot have; sign in again: chatgpt-credential --profile work login")) {
             _ = try GetFormatter.format(unsafe, .token, profile: work)
         }
-        let noIdToken = TokenDocument(accessToken: "tok", refreshToken: "r", accountId: "acct")
+        let noIdToken = ServedCredential(accessToken: "tok", accountId: "acct")
         #expect(throws: CredentialError.failure("the stored credential has no id token; sign in again: chatgpt-credential --profile work login")) {
             _ = try GetFormatter.format(noIdToken, .idToken, profile: work)
         }
@@ -37,16 +37,16 @@ import TestSupport
         let request = GitCredentialRequest(protocol: "https", host: "chatgpt.com")
         #expect(throws: CredentialError.storeCorrupt(
             "the stored access token contains characters that cannot be sent; sign in again: chatgpt-credential --profile work login")) {
-            _ = try GitCredentialProtocol.answer(for: request, document: unsafe, profile: work)
+            _ = try GitCredentialProtocol.answer(for: request, credential: unsafe, profile: work)
         }
-        let noAccount = TokenDocument(accessToken: "tok", refreshToken: "r")
+        let noAccount = ServedCredential(accessToken: "tok")
         #expect(throws: CredentialError.storeCorrupt(
             "the stored credential has no usable account id; sign in again: chatgpt-credential --profile work login")) {
-            _ = try GitCredentialProtocol.answer(for: request, document: noAccount, profile: work)
+            _ = try GitCredentialProtocol.answer(for: request, credential: noAccount, profile: work)
         }
         #expect(throws: CredentialError.storeCorrupt(
             "the stored access token contains characters that cannot be sent; sign in again: chatgpt-credential --profile work login")) {
-            _ = try DockerCredentialProtocol.getAnswer(serverURL: "https://chatgpt.com", document: unsafe, profile: work)
+            _ = try DockerCredentialProtocol.getAnswer(serverURL: "https://chatgpt.com", credential: unsafe, profile: work)
         }
     }
 

@@ -12,8 +12,9 @@ struct StatusTableTests {
     static let now: Int64 = 1_800_000_000
 
     static func doc(email: String, plan: String = "plus", expiresIn: Int64 = 3600, rejected: String? = nil) -> TokenDocument {
-        TokenDocument(accessToken: "at", refreshToken: "rt", accountId: "acct", expiresAt: now + expiresIn,
-                      lastRefresh: now - 60, email: email, plan: plan, refreshRejected: rejected)
+        let d = TokenDocument(accessToken: "at", refreshToken: "rt", accountId: "acct", expiresAt: now + expiresIn,
+                              lastRefresh: now - 60, email: email, plan: plan)
+        return rejected.map { d.rejected(code: $0) } ?? d
     }
 
     @Test func tableHasAHeaderMarksTheDefaultAndFlagsARejectedRefresh() throws {

@@ -10,8 +10,8 @@ import TestSupport
 
     @Test func roundTrip() throws {
         let d = TokenDocument(accessToken: "a.b.c", refreshToken: "rt", idToken: "i.d.t", accountId: "acct",
-                              expiresAt: 1_900_000_000, lastRefresh: 1_800_000_000, email: "e@x", plan: "plus",
-                              refreshRejected: "refresh_token_reused")
+                              expiresAt: 1_900_000_000, lastRefresh: 1_800_000_000, email: "e@x", plan: "plus")
+            .rejected(code: "refresh_token_reused")
         #expect(try TokenDocument.parse(d.serialized(), origin: "test") == d)
     }
 

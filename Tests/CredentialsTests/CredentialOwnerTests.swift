@@ -67,7 +67,7 @@ final class OwnerWorld {
     func seed(expiresIn: Int64, rejected: String? = nil, in store: MemoryStore? = nil, refreshedAgo: Int64? = 3600) throws -> TokenDocument {
         var doc = TokenDocument.fromTokens(accessToken: jwt(exp: now + expiresIn), refreshToken: "rt-0", idToken: nil, now: now - (refreshedAgo ?? 0))
         if refreshedAgo == nil { doc.lastRefresh = 0 }
-        doc.refreshRejected = rejected
+        if let rejected { doc = doc.rejected(code: rejected) }
         try (store ?? primary).save(doc, for: profile)
         return doc
     }
@@ -86,7 +86,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         let r = ScriptedRefresher([])
         let fresh = try w.owner(r).fresh(Freshness())
         #expect(r.seen.isEmpty)
-        #expect(fresh.document == doc && !fresh.refreshed && fresh.notices.isEmpty)
+        #expect(fresh.credential == doc.served && !fresh.refreshed && fresh.notices.isEmpty)
     }
 
     @Test func expiringTokenRotatesAndPersistsBeforeAnswering() throws {
@@ -98,7 +98,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         #expect(fresh.refreshed && fresh.notices.isEmpty)
         let stored = try #require(try w.stored())
         #expect(stored.refreshToken == "rt-1")
-        #expect(stored.accessToken == fresh.document.accessToken)
+        #expect(stored.accessToken == fresh.credential.accessToken)
         #expect(stored.accountId == "acct-1")
         #expect(stored.lastRefresh == w.now)
     }
@@ -122,7 +122,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         try w.file.save(rotated, for: w.profile)
         let fresh = try owner.fresh(located, Freshness())
         #expect(located.document == doc)
-        #expect(fresh.document.refreshToken == "rt-9" && !fresh.refreshed)
+        #expect(fresh.credential == rotated.served && !fresh.refreshed)
     }
 
     @Test func permanentRejectionOnExpiredTokenExits3AndKeepsDocument() throws {
@@ -134,7 +134,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         }
         let kept = try #require(try w.stored())
         #expect(kept.refreshToken == "rt-0")
-        #expect(kept.refreshRejected == "refresh_token_reused")
+        #expect(kept.state.rejection == "refresh_token_reused")
         // A second get does not ask the issuer again.
         #expect(throws: CredentialError.refreshRejected(profile: "default", code: "refresh_token_reused")) {
             try w.owner(r).fresh(Freshness())
@@ -147,7 +147,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         let doc = try w.seed(expiresIn: 120)
         let r = ScriptedRefresher([.rejected(code: "refresh_token_invalidated")])
         let fresh = try w.owner(r).fresh(Freshness())
-        #expect(fresh.document.accessToken == doc.accessToken)
+        #expect(fresh.credential.accessToken == doc.accessToken)
         #expect(fresh.notices.count == 1 && fresh.notices[0].contains("sign in again soon: chatgpt-credential login"))
         // With --min-ttl beyond what is left: exit 3.
         #expect(throws: CredentialError.refreshRejected(profile: "default", code: "refresh_token_invalidated")) {
@@ -162,7 +162,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         let before = try w.file.readBytes(w.profile)
         let r = ScriptedRefresher([.unavailable(reason: "HTTP 500")])
         let fresh = try w.owner(r).fresh(Freshness())
-        #expect(fresh.document == doc)
+        #expect(fresh.credential == doc.served)
         #expect(fresh.notices.first?.hasPrefix("notice: could not refresh the token: HTTP 500; printing the stored one") == true)
         #expect(try w.file.readBytes(w.profile) == before)
         // The outcome is recorded beside the lock: the next caller does not ask the issuer.
@@ -177,7 +177,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         let doc = try w.seed(expiresIn: 120)
         let r = ScriptedRefresher([.failed(reason: "cannot load libcurl.so.4 (install libcurl4)")])
         let fresh = try w.owner(r).fresh(Freshness())
-        #expect(fresh.document == doc)
+        #expect(fresh.credential == doc.served)
         #expect(fresh.notices == ["notice: could not refresh the token: cannot load libcurl.so.4 (install libcurl4); printing the stored one, which expires in 2 min 0 s"])
         #expect(IssuerBackoff(lockPath: w.lockDirectory + "/default.lock").current(now: w.now) == nil)
         r.answers = [.failed(reason: "cannot load libcurl.so.4 (install libcurl4)")]
@@ -198,13 +198,14 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
 
     @Test func droppedAccessTokenRefreshesEvenRightAfterARefresh() throws {
         let w = OwnerWorld()
-        try w.seed(expiresIn: 3600, refreshedAgo: 5)
+        let seeded = try w.seed(expiresIn: 3600, refreshedAgo: 5)
         let owner = w.owner(ScriptedRefresher([]))
-        #expect(try owner.dropAccessToken { $0.refreshToken == "rt-0" })
+        #expect(try owner.dropAccessToken { $0 == seeded.accessToken })
         let r = ScriptedRefresher([rotation(expiresIn: 3600, refresh: "rt-2")])
         let fresh = try w.owner(r).fresh(Freshness())
         #expect(r.seen == ["rt-0"])
-        #expect(fresh.document.refreshToken == "rt-2")
+        let stored = try w.stored()
+        #expect(fresh.refreshed && stored?.refreshToken == "rt-2" && fresh.credential == stored?.served)
     }
 
     @Test func gitEraseOfAnotherTokenChangesNothing() throws {
@@ -235,7 +236,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         #expect(first.notices == ["notice: the issuer grants tokens valid for 1 h 0 min, less than the 7200 s asked for; printing this one, which expires in 1 h 0 min; it is not refreshed again before the usual 300 s margin"])
         let second = try w.owner(r).fresh(Freshness(minTTL: 7200, requiredTTL: 7200))
         #expect(r.seen.count == 1 && !second.refreshed)
-        #expect(second.document == first.document)
+        #expect(second.credential == first.credential)
         #expect(second.notices.count == 1 && second.notices[0].hasPrefix("notice: the issuer grants tokens valid for 1 h 0 min"))
     }
 
@@ -245,7 +246,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         // The issuer's clock is two hours behind ours: its exp is already past by our clock.
         let r = ScriptedRefresher([rotation(expiresIn: -3600, sendExpiresIn: 3600)])
         let fresh = try w.owner(r).fresh(Freshness())
-        #expect(fresh.document.expiresAt == w.now + 3600)
+        #expect(fresh.credential.expiresAt == w.now + 3600)
         #expect(try w.stored()?.expiresAt == w.now + 3600)
         _ = try w.owner(r).fresh(Freshness())
         #expect(r.seen.count == 1)
@@ -260,7 +261,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         let r = ScriptedRefresher([rotation(expiresIn: 3600)])
         let fresh = try w.owner(r).fresh(Freshness())
         #expect(r.seen.isEmpty) // nothing spent
-        #expect(fresh.document == doc)
+        #expect(fresh.credential == doc.served)
         #expect(fresh.notices == ["notice: not refreshing, the refreshed tokens could not be saved (the test store has no room); printing the stored token, which expires in 3 min 20 s"])
     }
 
@@ -295,7 +296,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         let r = ScriptedRefresher([rotation(expiresIn: 3600)])
         r.during = { w.file.full = true }
         let fresh = try w.owner(r).fresh(Freshness())
-        #expect(fresh.document.refreshToken == "rt-1")
+        #expect(fresh.refreshed && fresh.credential.accessToken == jwt(exp: w.now + 3600)) // the rotation's, not the stored one
         #expect(fresh.notices == ["notice: could not save the refreshed tokens to memory:file:default (the test store is full): the new refresh token is lost; this access token expires in 1 h 0 min, then sign in again: chatgpt-credential login"])
     }
 
@@ -326,8 +327,8 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         let r = ScriptedRefresher([.rejected(code: "refresh_token_reused")])
         r.during = { try? w.file.save(rotated, for: w.profile) }
         let fresh = try w.owner(r).fresh(Freshness())
-        #expect(fresh.document == rotated)
-        #expect(try w.stored()?.refreshRejected == nil)
+        #expect(fresh.credential == rotated.served)
+        #expect(try w.stored()?.state.rejection == nil)
     }
 }
 
@@ -339,37 +340,34 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
     @Test func aRotationReplacesARejectionMarkOnTheTokenItSpent() throws {
         let w = OwnerWorld()
         let seeded = try w.seed(expiresIn: 100)
-        var marked = seeded
-        marked.refreshRejected = "refresh_token_reused"
+        let marked = seeded.rejected(code: "refresh_token_reused")
         let r = ScriptedRefresher([rotation(expiresIn: 3600)])
         r.during = { try? w.file.save(marked, for: w.profile) }
         let fresh = try w.owner(r).fresh(Freshness())
         #expect(fresh.refreshed && fresh.notices.isEmpty, "\(fresh.notices)")
         let stored = try #require(try w.stored())
         #expect(stored.refreshToken == "rt-1")
-        #expect(stored.refreshRejected == nil)
-        #expect(stored == fresh.document)
+        #expect(stored.state.rejection == nil)
+        #expect(stored.served == fresh.credential)
     }
 
     /// The same when the other writer only dropped the spent token's access token (git erase).
     @Test func aRotationReplacesTheSpentTokensDocumentWhateverElseChanged() throws {
         let w = OwnerWorld()
-        var dropped = try w.seed(expiresIn: 100)
-        dropped.accessToken = SecretToken()
-        dropped.expiresAt = 0
+        let dropped = try w.seed(expiresIn: 100).accessDropped()
         let r = ScriptedRefresher([rotation(expiresIn: 3600)])
         r.during = { try? w.file.save(dropped, for: w.profile) }
         let fresh = try w.owner(r).fresh(Freshness())
         #expect(try w.stored()?.refreshToken == "rt-1")
-        #expect(try w.stored() == fresh.document)
+        #expect(try w.stored()?.served == fresh.credential)
     }
 
     /// A rejection mark on a token other than the one spent (an older sign-in) is not ours to replace.
     @Test func aRotationDoesNotReplaceAMarkOnAnotherToken() throws {
         let w = OwnerWorld()
         try w.seed(expiresIn: 100)
-        var other = TokenDocument.fromTokens(accessToken: jwt(exp: w.now + 60), refreshToken: "rt-other", idToken: nil, now: w.now)
-        other.refreshRejected = "refresh_token_expired"
+        let other = TokenDocument.fromTokens(accessToken: jwt(exp: w.now + 60), refreshToken: "rt-other", idToken: nil, now: w.now)
+            .rejected(code: "refresh_token_expired")
         let r = ScriptedRefresher([rotation(expiresIn: 3600)])
         r.during = { try? w.file.save(other, for: w.profile) }
         let fresh = try w.owner(r).fresh(Freshness())
@@ -395,9 +393,9 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         }
         let started = Clock.monotonicMillis()
         let fresh = try w.owner(r).fresh(Freshness())
-        #expect(fresh.document == theirs && !fresh.refreshed)
+        #expect(fresh.credential == theirs.served && !fresh.refreshed)
         #expect(try w.stored() == theirs)
-        #expect(try w.stored()?.refreshRejected == nil)
+        #expect(try w.stored()?.state.rejection == nil)
         #expect(reads >= 3)
         #expect(Clock.monotonicMillis() - started < 2000, "it waited for the whole grace although the save had landed")
         #expect(r.seen.count == 1)
@@ -415,7 +413,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         }
         let waited = Clock.monotonicMillis() - started
         #expect(waited >= 500 && waited < 2000, "waited \(waited) ms")
-        #expect(try w.stored()?.refreshRejected == "refresh_token_reused")
+        #expect(try w.stored()?.state.rejection == "refresh_token_reused")
     }
 
     /// Other permanent answers (expired, invalidated) have no writer to wait for: marked at once.
@@ -429,7 +427,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
             try w.owner(r).fresh(Freshness())
         }
         #expect(Clock.monotonicMillis() - started < 1000)
-        #expect(try w.stored()?.refreshRejected == "refresh_token_expired")
+        #expect(try w.stored()?.state.rejection == "refresh_token_expired")
     }
 
     /// The other writer's save lands while we wait, but it erased the credential: erased stays erased.
@@ -474,7 +472,7 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
     @Test func eraseOfACodexImportDoesNotRevoke() throws {
         let w = OwnerWorld()
         var doc = try w.seed(expiresIn: 3600)
-        doc.importedFrom = "codex"
+        doc.origin = .codex
         try w.file.save(doc, for: w.profile)
         var revoked: [SecretToken] = []
         let erasure = try w.owner(ScriptedRefresher([])).erase(revoke: { revoked.append($0); return nil })

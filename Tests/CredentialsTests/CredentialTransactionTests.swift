@@ -57,7 +57,7 @@ import TestSupport
             if calls == 2 { throw CredentialError.storeNotAnswering("the test keyring did not answer") }
         }
         #expect(throws: CredentialError.storeNotAnswering("the test keyring did not answer")) {
-            try w.owner(ScriptedRefresher([])).dropAccessToken { $0.accessToken == seeded.accessToken }
+            try w.owner(ScriptedRefresher([])).dropAccessToken { $0 == seeded.accessToken }
         }
         #expect(try w.stored()?.accessToken == seeded.accessToken)
     }

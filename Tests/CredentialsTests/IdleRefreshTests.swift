@@ -28,7 +28,7 @@ import TestSupport
         let doc = try w.seed(expiresIn: 5 * Self.day, refreshedAgo: Self.day)
         let r = ScriptedRefresher([rotation(expiresIn: 10 * Self.day)])
         let fresh = try w.owner(r).fresh(Freshness())
-        #expect(r.seen.isEmpty && fresh.document == doc)
+        #expect(r.seen.isEmpty && fresh.credential == doc.served)
     }
 
     @Test func theRuleStartsAtExactlyEightDays() {
@@ -76,19 +76,19 @@ import TestSupport
         let doc = try w.seed(expiresIn: 5 * Self.day, refreshedAgo: 9 * Self.day)
         let r = ScriptedRefresher([.unavailable(reason: "HTTP 503", retryAfter: nil)])
         let fresh = try w.owner(r).fresh(Freshness())
-        #expect(r.seen.count == 1 && !fresh.refreshed && fresh.document == doc)
+        #expect(r.seen.count == 1 && !fresh.refreshed && fresh.credential == doc.served)
         #expect(fresh.notices.count == 1 && fresh.notices[0].hasPrefix("notice: could not refresh the token: HTTP 503; printing the stored one"))
     }
 
-    @Test func nextRefreshIsTheEarlierOfExpiryAndTheIdleDay() {
+    @Test func nextRefreshIsTheEarlierOfExpiryAndTheIdleDay() throws {
         let now: Int64 = 1_800_000_000
         var d = TokenDocument(accessToken: "a", refreshToken: "r", expiresAt: now + 10 * Self.day, lastRefresh: now - Self.day)
         #expect(RefreshPolicy.nextRefresh(d) == now + 7 * Self.day)
-        d.expiresAt = now + 3600
+        d.state = .signedIn(try #require(AccessGrant(token: "a", expiresAt: now + 3600)))
         #expect(RefreshPolicy.nextRefresh(d) == now + 3600 - 300)
         d.lastRefresh = 0
         d.storedAt = now - 7 * Self.day
-        d.expiresAt = now + 10 * Self.day
+        d.state = .signedIn(try #require(AccessGrant(token: "a", expiresAt: now + 10 * Self.day)))
         #expect(RefreshPolicy.nextRefresh(d) == now + Self.day)
         d.storedAt = 0
         #expect(RefreshPolicy.nextRefresh(d) == now + 10 * Self.day - 300)

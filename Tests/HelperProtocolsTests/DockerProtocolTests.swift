@@ -6,8 +6,7 @@ import TestSupport
 
 private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 
-private let storedDoc = TokenDocument(accessToken: "tok.en.value", refreshToken: "refresh-1", accountId: "acct-123",
-                                      expiresAt: 1_900_000_000)
+private let storedDoc = ServedCredential(accessToken: "tok.en.value", accountId: "acct-123", expiresAt: 1_900_000_000)
 
 @Suite struct DockerProtocolTests {
     // MARK: server URL input
@@ -77,23 +76,23 @@ private let storedDoc = TokenDocument(accessToken: "tok.en.value", refreshToken:
     // MARK: answers
 
     @Test func getAnswerIsExact() throws {
-        #expect(try DockerCredentialProtocol.getAnswer(serverURL: "https://chatgpt.com", document: storedDoc, profile: .default).unsafeString()
+        #expect(try DockerCredentialProtocol.getAnswer(serverURL: "https://chatgpt.com", credential: storedDoc, profile: .default).unsafeString()
             == #"{"ServerURL":"https://chatgpt.com","Username":"acct-123","Secret":"tok.en.value"}"# + "\n")
         // The URL is echoed as given, JSON-escaped.
-        #expect(try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com/\"x\\", document: storedDoc, profile: .default).unsafeString()
+        #expect(try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com/\"x\\", credential: storedDoc, profile: .default).unsafeString()
             == #"{"ServerURL":"chatgpt.com/\"x\\","Username":"acct-123","Secret":"tok.en.value"}"# + "\n")
     }
 
     @Test func getAnswerRefusesUnsafeStoredValues() {
         for access in ["", "a\nb", "a\"b c", "t\u{0}"] {
-            let d = TokenDocument(accessToken: SecretToken(copying: access), refreshToken: "r", accountId: "acct")
+            let d = ServedCredential(accessToken: SecretToken(copying: access), accountId: "acct")
             #expect(throws: CredentialError.storeCorrupt("the stored access token contains characters that cannot be sent; sign in again: chatgpt-credential login")) {
-                _ = try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com", document: d, profile: .default)
+                _ = try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com", credential: d, profile: .default)
             }
         }
-        let d = TokenDocument(accessToken: "tok", refreshToken: "r", accountId: "acct\n")
+        let d = ServedCredential(accessToken: "tok", accountId: "acct\n")
         #expect(throws: CredentialError.storeCorrupt("the stored account id contains characters that cannot be sent; sign in again: chatgpt-credential login")) {
-            _ = try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com", document: d, profile: .default)
+            _ = try DockerCredentialProtocol.getAnswer(serverURL: "chatgpt.com", credential: d, profile: .default)
         }
     }
 

@@ -6,14 +6,14 @@ import TestSupport
 
 private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 
-private func doc(access: String = "tok.en.value", account: String = "acct-123", exp: Int64 = 1_900_000_000) -> TokenDocument {
-    TokenDocument(accessToken: SecretToken(copying: access), refreshToken: "refresh-1", accountId: account, expiresAt: exp)
+private func doc(access: String = "tok.en.value", account: String = "acct-123", exp: Int64 = 1_900_000_000) -> ServedCredential {
+    ServedCredential(accessToken: SecretToken(copying: access), accountId: account, expiresAt: exp)
 }
 
 /// The whole `get` path as the CLI runs it: parse, decide, format.
-private func getOutput(_ input: String, document: TokenDocument = doc()) throws -> String? {
+private func getOutput(_ input: String, document: ServedCredential = doc()) throws -> String? {
     let request = try GitCredentialProtocol.parse(bytes(input))
-    return try GitCredentialProtocol.answer(for: request, document: document, profile: .default)?.unsafeString()
+    return try GitCredentialProtocol.answer(for: request, credential: document, profile: .default)?.unsafeString()
 }
 
 @Suite struct GitProtocolTests {
@@ -43,7 +43,7 @@ private func getOutput(_ input: String, document: TokenDocument = doc()) throws 
     @Test func emptyInputIsAnEmptyRequestAndNoAnswer() throws {
         let r = try GitCredentialProtocol.parse([])
         #expect(r == GitCredentialRequest())
-        #expect(try GitCredentialProtocol.answer(for: r, document: doc(), profile: .default) == nil)
+        #expect(try GitCredentialProtocol.answer(for: r, credential: doc(), profile: .default) == nil)
     }
 
     @Test func stopsAtBlankLine() throws {
@@ -310,7 +310,7 @@ private func getOutput(_ input: String, document: TokenDocument = doc()) throws 
     @Test func eraseDropsOnlyAMatchingToken() throws {
         let stored = doc(access: "current-token")
         func decide(_ input: String) throws -> Bool {
-            GitCredentialProtocol.shouldDropAccessToken(request: try GitCredentialProtocol.parse(bytes(input)), stored: stored)
+            GitCredentialProtocol.shouldDropAccessToken(request: try GitCredentialProtocol.parse(bytes(input)), accessToken: stored.accessToken)
         }
         #expect(try decide("protocol=https\nhost=chatgpt.com\nusername=acct-123\npassword=current-token\n\n"))
         #expect(try decide("protocol=https\nhost=chatgpt.com\nauthtype=Bearer\ncredential=current-token\n\n"))
@@ -325,9 +325,8 @@ private func getOutput(_ input: String, document: TokenDocument = doc()) throws 
     }
 
     @Test func eraseWithNothingStoredDropsNothing() throws {
-        let empty = TokenDocument(accessToken: "", refreshToken: "r")
         let r = try GitCredentialProtocol.parse(bytes("host=chatgpt.com\npassword=\ncredential=\n"))
-        #expect(!GitCredentialProtocol.shouldDropAccessToken(request: r, stored: empty))
+        #expect(!GitCredentialProtocol.shouldDropAccessToken(request: r, accessToken: SecretToken()))
     }
 
     // MARK: verbs

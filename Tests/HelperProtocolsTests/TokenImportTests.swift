@@ -46,7 +46,7 @@ private func codexFile(accountId: String? = "acct-in-file", lastRefresh: String 
         #expect(r.document.email == "ann@example.com")
         #expect(r.document.plan == "plus")
         #expect(r.document.lastRefresh == 1_795_000_000) // Codex's last_refresh kept
-        #expect(r.document.refreshRejected == nil)
+        #expect(r.document.state.rejection == nil)
     }
 
     @Test func codexFileWithoutAccountIdTakesItFromClaims() throws {

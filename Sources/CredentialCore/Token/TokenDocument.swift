@@ -4,7 +4,7 @@ import Secrets
 /// tokens are `SecretToken`s: bytes in guarded memory that every copy of the document shares
 /// (why a shared buffer and not a noncopyable document: see `SecretToken`). The other fields are
 /// names and times, ordinary values.
-public struct TokenDocument: Equatable, Sendable {
+public struct TokenDocument: CredentialTimes, Equatable, Sendable {
     public static let currentVersion = 1
     /// An access token is refreshed when it expires within this many seconds, or `--min-ttl` when
     /// longer (man page REFRESH); a cached one disappears this long before it expires. The one owner
@@ -15,15 +15,13 @@ public struct TokenDocument: Equatable, Sendable {
     /// the 8 days.
     public static let idleRefreshInterval: Int64 = 8 * 86400
 
-    public var accessToken: SecretToken
+    /// What the credential is: signed in (with its access token and expiry), its access token
+    /// dropped, or its refresh token rejected (`CredentialState`). The one source of truth for
+    /// `accessToken`, `expiresAt` and `refresh_rejected`.
+    public var state: CredentialState
     public var refreshToken: SecretToken
     public var idToken: SecretToken
     public var accountId: String
-    /// Unix seconds, the expiry every decision uses: time of receipt plus the issuer's
-    /// `expires_in` when it sent one, else the access token's `exp` (0 when unknown or dropped).
-    /// Receipt time + `expires_in` keeps a local clock that disagrees with the issuer's from
-    /// causing a refresh on every call.
-    public var expiresAt: Int64
     /// Unix seconds of the last refresh (or sign-in) that produced these tokens; 0 when unknown
     /// (a bare token set given to `store`).
     public var lastRefresh: Int64
@@ -33,27 +31,40 @@ public struct TokenDocument: Equatable, Sendable {
     public var storedAt: Int64
     public var email: String
     public var plan: String
-    /// Set after the issuer permanently rejected the refresh token (`refresh_token_reused`, …):
-    /// no further refresh is attempted until a new login or store replaces the document.
-    public var refreshRejected: String?
-    /// "codex" when the credential came from Codex's auth.json: Codex may still hold the same
+    /// A sign-in, or imported from Codex (`imported_from`): Codex may still hold the same
     /// session, so `erase` does not revoke it.
-    public var importedFrom: String?
+    public var origin: CredentialOrigin
 
-    public init(accessToken: SecretToken, refreshToken: SecretToken, idToken: SecretToken = SecretToken(), accountId: String = "",
-                expiresAt: Int64 = 0, lastRefresh: Int64 = 0, email: String = "", plan: String = "",
-                refreshRejected: String? = nil, importedFrom: String? = nil, storedAt: Int64 = 0) {
-        self.accessToken = accessToken
+    /// The access token as stored: empty when there is none (dropped).
+    public var accessToken: SecretToken { state.access?.token ?? SecretToken() }
+    /// Unix seconds, the expiry every decision uses: time of receipt plus the issuer's
+    /// `expires_in` when it sent one, else the access token's `exp` (0 when unknown or dropped).
+    /// Receipt time + `expires_in` keeps a local clock that disagrees with the issuer's from
+    /// causing a refresh on every call.
+    public var expiresAt: Int64 { state.access?.expiresAt ?? 0 }
+
+    public init(state: CredentialState, refreshToken: SecretToken, idToken: SecretToken = SecretToken(), accountId: String = "",
+                lastRefresh: Int64 = 0, email: String = "", plan: String = "", origin: CredentialOrigin = .signIn,
+                storedAt: Int64 = 0) {
+        self.state = state
         self.refreshToken = refreshToken
         self.idToken = idToken
         self.accountId = accountId
-        self.expiresAt = expiresAt
         self.lastRefresh = lastRefresh
         self.storedAt = storedAt
         self.email = email
         self.plan = plan
-        self.refreshRejected = refreshRejected
-        self.importedFrom = importedFrom
+        self.origin = origin
+    }
+
+    /// A document whose refresh token the issuer has not refused: signed in with `accessToken`
+    /// (valid until `expiresAt`), or, for an empty one, with its access token dropped.
+    public init(accessToken: SecretToken, refreshToken: SecretToken, idToken: SecretToken = SecretToken(), accountId: String = "",
+                expiresAt: Int64 = 0, lastRefresh: Int64 = 0, email: String = "", plan: String = "",
+                origin: CredentialOrigin = .signIn, storedAt: Int64 = 0) {
+        self.init(state: CredentialState(storedAccessToken: accessToken, expiresAt: expiresAt, refreshRejected: nil),
+                  refreshToken: refreshToken, idToken: idToken, accountId: accountId, lastRefresh: lastRefresh,
+                  email: email, plan: plan, origin: origin, storedAt: storedAt)
     }
 
     /// Builds a document from freshly issued tokens, reading the claims of both JWTs
@@ -71,8 +82,7 @@ public struct TokenDocument: Equatable, Sendable {
             expiresAt: expiresIn.flatMap { Self.plausibleLifetime.contains($0) ? now + $0 : nil } ?? access?.expiresAt ?? 0,
             lastRefresh: now,
             email: id?.email ?? access?.email ?? "",
-            plan: access?.plan ?? id?.plan ?? "",
-            refreshRejected: nil)
+            plan: access?.plan ?? id?.plan ?? "")
     }
 
     /// Applies a refresh response: each field is optional, keep what is absent. `expiresIn` is
@@ -85,11 +95,13 @@ public struct TokenDocument: Equatable, Sendable {
             idToken: newId ?? (idToken.isEmpty ? nil : idToken),
             expiresIn: newAccess == nil ? nil : expiresIn,
             now: now)
-        if newAccess == nil { next.expiresAt = expiresAt }
+        // Without a new access token, the one there stays as it is (dropped stays dropped); a
+        // rotation is never rejected.
+        if newAccess == nil { next.state = state.access.map { .signedIn($0) } ?? .accessDropped }
         if next.accountId.isEmpty { next.accountId = accountId }
         if next.email.isEmpty { next.email = email }
         if next.plan.isEmpty { next.plan = plan }
-        next.importedFrom = importedFrom
+        next.origin = origin
         return next
     }
 
@@ -97,31 +109,19 @@ public struct TokenDocument: Equatable, Sendable {
     /// favour of the token's own `exp`.
     public static let plausibleLifetime: ClosedRange<Int64> = 1...(366 * 86400)
 
-    /// How long the issuer made this access token valid for, when the document says: the span
-    /// from its receipt (`lastRefresh`) to its expiry. Nil when either is unknown.
-    public var grantedLifetime: Int64? {
-        guard lastRefresh > 0, expiresAt > lastRefresh else { return nil }
-        return expiresAt - lastRefresh
+    /// The document after the issuer refused its refresh token (man page, REFRESH).
+    public func rejected(code: String) -> TokenDocument {
+        var d = self
+        d.state = state.rejected(code: code)
+        return d
     }
 
-    public var hasAccessToken: Bool { !accessToken.isEmpty }
-
-    /// What the idle rule counts from: the last refresh, else when the document was stored
-    /// without one; nil when neither is known (such a document is never refreshed for idleness).
-    public var idleSince: Int64? {
-        if lastRefresh > 0 { return lastRefresh }
-        return storedAt > 0 ? storedAt : nil
-    }
-
-    /// When the idle rule will ask for a refresh: `idleSince` + 8 days; nil when unknown.
-    public var idleRefreshDue: Int64? {
-        idleSince.map { $0 &+ Self.idleRefreshInterval }
-    }
-
-    /// True when the idle rule asks for a refresh at `now`.
-    public func isIdle(now: Int64) -> Bool {
-        guard let due = idleRefreshDue else { return false }
-        return now >= due
+    /// The document without its access token (git's `erase`); the refresh token and any
+    /// rejection stay.
+    public func accessDropped() -> TokenDocument {
+        var d = self
+        d.state = state.droppingAccess()
+        return d
     }
 
     // MARK: JSON
@@ -138,8 +138,8 @@ public struct TokenDocument: Equatable, Sendable {
             ("email", .string(email)),
             ("plan", .string(plan)),
         ]
-        if let r = refreshRejected { members.append(("refresh_rejected", .string(r))) }
-        if let i = importedFrom { members.append(("imported_from", .string(i))) }
+        if let r = state.rejection { members.append(("refresh_rejected", .string(r))) }
+        if let i = origin.importedFrom { members.append(("imported_from", .string(i))) }
         if storedAt > 0 { members.append(("stored_at", .string(Clock.rfc3339(storedAt)))) }
         return .object(members)
     }
@@ -166,10 +166,11 @@ public struct TokenDocument: Equatable, Sendable {
             if let d = v[k]?.doubleValue, d.isFinite, abs(d) < 1e15 { return Int64(d) }
             return 0
         }
-        return TokenDocument(accessToken: access, refreshToken: refresh, idToken: v["id_token"]?.secretValue ?? SecretToken(),
-                             accountId: str("account_id"), expiresAt: time("expires_at"),
-                             lastRefresh: time("last_refresh"), email: str("email"), plan: str("plan"),
-                             refreshRejected: v["refresh_rejected"]?.stringValue,
-                             importedFrom: v["imported_from"]?.stringValue, storedAt: time("stored_at"))
+        let state = CredentialState(storedAccessToken: access, expiresAt: time("expires_at"),
+                                    refreshRejected: v["refresh_rejected"]?.stringValue)
+        return TokenDocument(state: state, refreshToken: refresh, idToken: v["id_token"]?.secretValue ?? SecretToken(),
+                             accountId: str("account_id"), lastRefresh: time("last_refresh"), email: str("email"), plan: str("plan"),
+                             origin: v["imported_from"]?.stringValue.map { .imported(from: $0) } ?? .signIn,
+                             storedAt: time("stored_at"))
     }
 }

@@ -41,7 +41,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         require(!hasControlOrDEL(url), "server URL with control bytes: \(url.debugDescription)")
         require(url.first != " " && url.last != " ", "server URL not trimmed")
         if DockerCredentialProtocol.isChatGPTServer(url) {
-            let out = try DockerCredentialProtocol.getAnswer(serverURL: url, document: dummyDocument, profile: .default).unsafeString()
+            let out = try DockerCredentialProtocol.getAnswer(serverURL: url, credential: dummyDocument.served!, profile: .default).unsafeString()
             require(out.hasSuffix("\n") && !out.dropLast().contains("\n"), "get answer is not one line")
             let v = try JSON.parse(String(out.dropLast()))
             require(v["ServerURL"]?.stringValue == url, "ServerURL does not round-trip")

@@ -50,8 +50,10 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         for doc in [dummyDocument,
                     TokenDocument(accessToken: SecretToken(copying: r.password ?? ""), refreshToken: "x", accountId: r.username ?? ""),
                     TokenDocument(accessToken: SecretToken(copying: r.credential ?? ""), refreshToken: "x", accountId: r.path ?? "")] {
+            // A document without an access token has nothing to serve (get says so before any answer).
+            guard let served = doc.served else { continue }
             let answer: String?
-            do { answer = try GitCredentialProtocol.answer(for: r, document: doc, profile: .default)?.unsafeString() } catch {
+            do { answer = try GitCredentialProtocol.answer(for: r, credential: served, profile: .default)?.unsafeString() } catch {
                 requireCleanError(error)
                 require(should, "threw for a request that is not ours")
                 continue
@@ -72,7 +74,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
                 require(l.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }, "answer line with unsafe bytes: \(l.debugDescription)")
             }
         }
-        if GitCredentialProtocol.shouldDropAccessToken(request: r, stored: dummyDocument) {
+        if GitCredentialProtocol.shouldDropAccessToken(request: r, accessToken: dummyDocument.accessToken) {
             require(should, "erase decision true for a host that is not ours")
             let stored = dummyDocument.accessToken.unsafeString()
             require(r.password == stored || r.credential == stored,

@@ -21,14 +21,14 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     require(d.idToken.isEmpty || Sanitize.isTokenSafe(d.idToken), "imported id token is not token-safe")
     for s in [d.accountId, d.email, d.plan] { require(isCleanLine(s), "imported field with control bytes: \(s.debugDescription)") }
     require(d.lastRefresh >= 0 && d.lastRefresh <= now, "lastRefresh \(d.lastRefresh) outside [0, now] (0: unknown)")
-    require(d.refreshRejected == nil, "a fresh import is marked rejected")
+    require(d.state.rejection == nil, "a fresh import is marked rejected")
     // What we store must read back as the same document.
     let back: TokenDocument
     do { back = try TokenDocument.parse(d.serialized(), origin: "fuzz") } catch { fuzzFail("stored document does not parse: \(error)") }
     require(back == d, "stored document does not round-trip:\n\(d)\n\(back)")
     // And the git answer for it is either clean or refused.
     let request = GitCredentialRequest(protocol: "https", host: "chatgpt.com")
-    if let answer = try? GitCredentialProtocol.answer(for: request, document: d, profile: .default) {
+    if let served = d.served, let answer = try? GitCredentialProtocol.answer(for: request, credential: served, profile: .default) {
         require(answer.unsafeString().split(separator: "\n").count <= 3, "git answer with injected lines")
     }
     return 0
