@@ -79,7 +79,9 @@ struct CodexKeyringImportTests {
         defer { w.removeCodexItems() }
         let inKeyring = try w.issuer.seed(["account_id": "acct-codex-keyring"])
         let inFile = try w.issuer.seed(["account_id": "acct-codex-file"])
-        w.storeCodexItem(inKeyring.codexAuthJSON)
+        // Made once: the JSON carries a last refresh read from the clock.
+        let item = inKeyring.codexAuthJSON
+        w.storeCodexItem(item)
         w.authFile(inFile.codexAuthJSON) // stale: Codex said keyring, so the file is not read
         w.config("# Codex\nmodel = \"gpt-5\"\ncli_auth_credentials_store = \"keyring\"  # keep it in the keyring\n\n[profiles.x]\ncli_auth_credentials_store = \"file\"\n")
 
@@ -91,7 +93,7 @@ struct CodexKeyringImportTests {
         for secret in inKeyring.secrets { #expect(!r.allOutput.contains(secret)) }
         try expectImported(w, inKeyring)
         // Read only: Codex's item is still there, unchanged.
-        #expect(w.secretTool(["lookup", "service", "Codex Auth", "account", w.account]).stdout == inKeyring.codexAuthJSON)
+        #expect(w.secretTool(["lookup", "service", "Codex Auth", "account", w.account]).stdout == item)
 
         let erase = w.sandbox.runHelper(["erase"])
         #expect(erase.status == 0, "\(erase.stderr)")
