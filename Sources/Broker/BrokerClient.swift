@@ -218,19 +218,26 @@ package struct BrokerClient: Sendable {
         }
     }
 
-    static func contentLength(_ lines: [String]) -> Int? {
+    /// What the head says of the body's length: `Content-Length` is one or more decimal digits
+    /// (RFC 9110 §8.6); a sign, a space inside, or a number too large for `Int` is malformed, never
+    /// a length.
+    enum DeclaredLength: Equatable { case none, length(Int), malformed }
+
+    static func contentLength(_ lines: [String]) -> DeclaredLength {
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
             if line[..<colon].lowercased() == "content-length" {
-                return Int(String(line[line.index(after: colon)...]).trimmingSpaces())
+                let value = String(line[line.index(after: colon)...]).trimmingSpaces()
+                guard !value.isEmpty, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(value) else { return .malformed }
+                return .length(n)
             }
         }
-        return nil
+        return .none
     }
 
-    /// The whole answer's length once its head is in and names a `Content-Length`.
+    /// The whole answer's length once its head is in and names a valid `Content-Length`.
     static func completeLength(_ raw: borrowing SecretBytes) -> Int? {
-        guard let end = headEnd(raw), let length = contentLength(headLines(raw, end: end)), length >= 0 else { return nil }
+        guard let end = headEnd(raw), case .length(let length) = contentLength(headLines(raw, end: end)) else { return nil }
         return end + length
     }
 
@@ -251,7 +258,10 @@ package struct BrokerClient: Sendable {
         }
         if lines.dropFirst().contains(where: { $0.lowercased().hasPrefix("transfer-encoding:") }) { throw malformed("chunked body") }
         var length = raw.count - end
-        if let declared = contentLength(lines) {
+        switch contentLength(lines) {
+        case .none: break
+        case .malformed: throw malformed("bad Content-Length")
+        case .length(let declared):
             guard declared <= length else { throw malformed("the body is shorter than its Content-Length") }
             length = declared
         }

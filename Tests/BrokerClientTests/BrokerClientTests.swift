@@ -178,6 +178,22 @@ final class CannedBroker: @unchecked Sendable {
         }
     }
 
+    /// `Content-Length` is digits only: a negative one crashed the client (a range with its upper
+    /// bound below its lower: found by the broker_answer fuzz target, its input in the corpus).
+    @Test(arguments: ["-1", "+2", "1 2", "0x2", "", "99999999999999999999999"])
+    func aBadContentLengthIsMalformedNeverACrash(_ value: String) throws {
+        let raw = SecretBytes(copying: Array("HTTP/1.1 200 OK\r\nContent-Length: \(value)\r\n\r\n{\"access_token\":\"a\"}".utf8))
+        #expect(throws: CredentialError.failure("the broker at unix:/b.sock sent a malformed answer (bad Content-Length)")) {
+            _ = try BrokerClient.parseAnswer(raw, from: "unix:/b.sock")
+        }
+        #expect(CredentialError.failure("").exitCode == 1)
+        let b = try CannedBroker(reply: Array("HTTP/1.1 200 OK\r\nContent-Length: \(value)\r\n\r\n{}".utf8))
+        defer { b.finish() }
+        do { _ = try client(b).json("/v1/token?profile=default"); Issue.record("accepted Content-Length '\(value)'") } catch let e as CredentialError {
+            #expect(e.exitCode == 1 && e.message.contains("bad Content-Length"), "\(e.message)")
+        }
+    }
+
     @Test func aClosedConnectionWithoutAnAnswerIsTemporary() throws {
         let b = try CannedBroker(reply: [])
         defer { b.finish() }
