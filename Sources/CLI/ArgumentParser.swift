@@ -29,6 +29,8 @@ public enum ArgumentParser {
         if let b = settings.broker { globals.broker = b }
 
         var verb: String?
+        /// The verb's spec, looked up once (nil: a word that names no verb, as git's and docker's may).
+        var verbSpec: VerbSpec?
         var verbFlags: [String: String?] = [:]
         var verbLists: [String: [String]] = [:]
         var rest: [String] = []
@@ -82,9 +84,9 @@ public enum ArgumentParser {
                     continue
                 }
                 // A verb option: only valid once the verb is known (plain protocol).
-                guard let v = verb, globals.wire == .plain, let vspec = CommandLineSpec.verb(v),
+                guard let v = verb, globals.wire == .plain, let vspec = verbSpec,
                       let spec = vspec.options.first(where: { $0.long == name }) else {
-                    if let v = verb, globals.wire == .plain, CommandLineSpec.verb(v) != nil {
+                    if let v = verb, globals.wire == .plain, verbSpec != nil {
                         throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))' for '\(v)'" + Suggestion.forOption(name, verb: v))
                     }
                     throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))'" + Suggestion.forOption(name, verb: nil))
@@ -109,10 +111,11 @@ public enum ArgumentParser {
             }
             if verb == nil {
                 verb = arg
-                if globals.wire == .plain, CommandLineSpec.verb(arg) == nil {
+                verbSpec = CommandLineSpec.verb(arg)
+                if globals.wire == .plain, verbSpec == nil {
                     throw CredentialError.usage("unknown verb '\(Sanitize.line(arg, limit: 60))'" + Suggestion.forVerb(arg))
                 }
-                if CommandLineSpec.verb(arg)?.operands == .command {
+                if verbSpec?.operands == .command {
                     // Everything after its own options is the command (exec).
                     while let next = args.first, next.hasPrefix("-"), next != "--" {
                         args.removeFirst()
@@ -125,7 +128,7 @@ public enum ArgumentParser {
                 }
                 continue
             }
-            if case .upTo(let n)? = verb.flatMap(CommandLineSpec.verb)?.operands, rest.count < n {
+            if case .upTo(let n)? = verbSpec?.operands, rest.count < n {
                 rest.append(arg)
                 continue
             }
@@ -146,10 +149,10 @@ public enum ArgumentParser {
             throw CredentialError.usage("missing verb")
         }
         if wantHelp { return Invocation(globals: globals, command: .help(verb: verb)) }
-        if CommandLineSpec.verb(verb)?.operands == VerbSpec.Operands.none, !rest.isEmpty {
+        guard let spec = verbSpec else { throw CredentialError.usage("unknown verb '\(Sanitize.line(verb, limit: 60))'") }
+        if spec.operands == .none, !rest.isEmpty {
             throw CredentialError.usage("unexpected argument '\(Sanitize.line(rest[0], limit: 60))'")
         }
-        guard let spec = CommandLineSpec.verb(verb) else { throw CredentialError.usage("unknown verb '\(Sanitize.line(verb, limit: 60))'") }
         let command = try spec.parse(VerbArguments(values: verbFlags, lists: verbLists, operands: rest))
         return Invocation(globals: globals, command: command)
     }
