@@ -11,25 +11,13 @@ import Glibc
 /// and the issuer must never see a reused refresh token. SOAK_ROUNDS (default 40 per store) and
 /// SOAK_SEED make a longer, reproducible run by hand; the figures are printed.
 @Suite(.serialized) struct SignalSoakTests {
-    /// SplitMix64: a seeded generator, so a failing round can be replayed.
-    struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static var rounds: Int { Int(ProcessInfo.processInfo.environment["SOAK_ROUNDS"] ?? "") ?? 40 }
 
     @Test(arguments: ["file", "secret-service"])
     func randomSignalsAtRandomMomentsLoseNoRotation(store: String) throws {
         if store == "secret-service" && !SignalDeferralTests.bus { Issue.record("no D-Bus session: run the suite through scripts/with-keyring"); return }
         let seed = UInt64(ProcessInfo.processInfo.environment["SOAK_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max)
-        var rng = Seeded(state: seed)
+        var rng = SeededRandom(seed: seed) // SplitMix64: a failing round replays
         let w = try SignalDeferralTests.World(store: store, expiresIn: 3600)
         let signals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
         var sent: [Int32: Int] = [:]
