@@ -31,7 +31,7 @@ let libsecretIncludes = [
 //   Credentials       <- CredentialCore, SystemRuntime, Stores, OAuth the one owner of every change to a credential;
 //                                                    re-exports the stores' read half (the write half is
 //                                                    @_spi(CredentialOwner), seen by CredentialTransaction only)
-//   Broker            <- CredentialCore, Secrets       the broker's socket, HTTP framing, peer check, client
+//   Broker            <- CredentialCore, SystemRuntime, Transport, Secrets        the broker's socket, HTTP framing, peer check, client
 //   CLI               <- all of the above but Stores   the command line, verbs, output formats
 //   chatgpt-credential <- CLI                          argv -> Invocation -> Runner -> exit
 let package = Package(
@@ -83,7 +83,7 @@ let package = Package(
         .target(name: "AccessCache", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CKeyring"]),
         .target(name: "Credentials", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "AccessCache"]),
         // The broker's socket, HTTP/1.1 framing, peer check and client (no policy: the CLI answers).
-        .target(name: "Broker", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CSystemShims"]),
+        .target(name: "Broker", dependencies: ["CredentialCore", "SystemRuntime", "Transport", "Secrets", "CSystemShims"]),
         .target(
             name: "CLI",
             dependencies: ["CredentialCore", "SystemRuntime", "OAuth", "UsageBackend", "SignIn", "HelperProtocols", "Credentials", "AccessCache", "Broker", "Secrets", "CSystemShims"]
@@ -108,7 +108,7 @@ let package = Package(
         .testTarget(name: "BrokerClientTests", dependencies: ["Broker", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
-        .testTarget(name: "BrokerServerTests", dependencies: ["Broker", "CredentialCore", "Secrets"]),
+        .testTarget(name: "BrokerServerTests", dependencies: ["Broker", "Transport", "CredentialCore", "Secrets"]),
         .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "Transport", "UsageBackend", "SignIn", "HelperProtocols", "AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
@@ -133,7 +133,7 @@ let fuzzTargets: [(name: String, fuzzes: [Target.Dependency])] = [
     ("age", ["Age"]),
     ("base64", []),
     ("broker_answer", ["Broker", "CLI", "OAuth", "CredentialCore"]),
-    ("broker_request", ["Broker", "CredentialCore"]),
+    ("broker_request", ["Broker", "Transport", "CredentialCore"]),
     ("clock", ["CredentialCore"]),
     ("config", ["Age", "OAuth", "Transport", "CredentialCore"]),
     ("docker", ["HelperProtocols", "CredentialCore"]),

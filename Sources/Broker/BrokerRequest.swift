@@ -87,20 +87,6 @@ package struct BrokerRequestError: Error, Equatable, Sendable {
 }
 
 extension BrokerRequest {
-    /// The index just past the blank line that ends the head (CRLF CRLF, or bare LF LF as HTTP
-    /// allows), or nil when none is there yet.
-    package static func headEnd<C: RandomAccessCollection>(_ b: C) -> Int? where C.Element == UInt8, C.Index == Int {
-        var i = b.startIndex
-        while i < b.endIndex {
-            if b[i] == 0x0A {
-                if i + 1 < b.endIndex, b[i + 1] == 0x0A { return i + 2 }
-                if i + 2 < b.endIndex, b[i + 1] == 0x0D, b[i + 2] == 0x0A { return i + 3 }
-            }
-            i += 1
-        }
-        return nil
-    }
-
     /// Parses one request head (everything up to and including its blank line). Refuses, with
     /// 400, a head longer than `maxHeadBytes`, control bytes or anything but printable ASCII in
     /// the request target, malformed header lines, and any sign of a body (`Content-Length`

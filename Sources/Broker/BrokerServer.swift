@@ -1,5 +1,6 @@
 import CredentialCore
 import SystemRuntime
+import Transport
 import Secrets
 #if canImport(Glibc)
 import Glibc
@@ -278,7 +279,7 @@ package final class BrokerServer: @unchecked Sendable {
     func readHead(_ fd: Int32, _ buffer: inout [UInt8], deadline: Int64) -> HeadRead {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
-            if let end = BrokerRequest.headEnd(buffer) {
+            if let end = HTTPHead.end(buffer) {
                 return end <= BrokerProtocol.maxHeadBytes ? .head(end) : .tooLarge
             }
             if buffer.count > BrokerProtocol.maxHeadBytes { return .tooLarge }

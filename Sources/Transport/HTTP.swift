@@ -187,3 +187,21 @@ extension HTTPTransport {
         }
     }
 }
+
+/// HTTP/1.1 request-head framing, shared by the two servers that read request heads: the
+/// browser sign-in's loopback listener and the broker's socket.
+package enum HTTPHead {
+    /// The index just past the blank line that ends the head (CRLF CRLF, or bare LF LF as HTTP
+    /// allows), or nil when none is there yet. An index of `b` (a slice keeps its own).
+    package static func end<C: RandomAccessCollection>(_ b: C) -> Int? where C.Element == UInt8, C.Index == Int {
+        var i = b.startIndex
+        while i < b.endIndex {
+            if b[i] == 0x0A {
+                if i + 1 < b.endIndex, b[i + 1] == 0x0A { return i + 2 }
+                if i + 2 < b.endIndex, b[i + 1] == 0x0D, b[i + 2] == 0x0A { return i + 3 }
+            }
+            i += 1
+        }
+        return nil
+    }
+}

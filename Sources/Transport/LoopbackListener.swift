@@ -206,26 +206,13 @@ public final class LoopbackListener {
                 if errno == EAGAIN || errno == EWOULDBLOCK { break }
                 return .closed
             }
-            if n == 0 { return c.buffer.isEmpty ? .closed : (Self.headEnd(c.buffer).map { .complete($0) } ?? .closed) }
+            if n == 0 { return c.buffer.isEmpty ? .closed : (HTTPHead.end(c.buffer).map { .complete($0) } ?? .closed) }
             c.buffer += chunk[0..<n]
-            if let end = Self.headEnd(c.buffer), end <= maxHeaderBytes { return .complete(end) }
+            if let end = HTTPHead.end(c.buffer), end <= maxHeaderBytes { return .complete(end) }
             if c.buffer.count > maxHeaderBytes { return .tooLarge }
         }
-        if let end = Self.headEnd(c.buffer), end <= maxHeaderBytes { return .complete(end) }
+        if let end = HTTPHead.end(c.buffer), end <= maxHeaderBytes { return .complete(end) }
         return c.buffer.count > maxHeaderBytes ? .tooLarge : .needMore
-    }
-
-    /// The index just past the blank line that ends the head (CRLF CRLF, or bare LF LF).
-    static func headEnd(_ b: [UInt8]) -> Int? {
-        var i = 0
-        while i < b.count {
-            if b[i] == 0x0A {
-                if i + 1 < b.count, b[i + 1] == 0x0A { return i + 2 }
-                if i + 2 < b.count, b[i + 1] == 0x0D, b[i + 2] == 0x0A { return i + 3 }
-            }
-            i += 1
-        }
-        return nil
     }
 
     func parse(_ head: [UInt8]) -> Request? {

@@ -1,5 +1,6 @@
 import Testing
 @testable import Broker
+import Transport
 @testable import CredentialCore
 
 /// The broker's request parser (man page BROKER, "Protocol"): what it accepts, and the status
@@ -112,10 +113,10 @@ import Testing
     }
 
     @Test func headEndFindsTheFirstBlankLine() {
-        #expect(BrokerRequest.headEnd(Array("GET / HTTP/1.1\r\n\r\nGET".utf8)) == 18)
-        #expect(BrokerRequest.headEnd(Array("GET / HTTP/1.1\n\nx".utf8)) == 16)
-        #expect(BrokerRequest.headEnd(Array("GET / HTTP/1.1\r\nHost: x\r\n".utf8)) == nil)
-        #expect(BrokerRequest.headEnd(Array("GET / HTTP/1.1\r\n\r\n".utf8)[...]) == 18)
+        #expect(HTTPHead.end(Array("GET / HTTP/1.1\r\n\r\nGET".utf8)) == 18)
+        #expect(HTTPHead.end(Array("GET / HTTP/1.1\n\nx".utf8)) == 16)
+        #expect(HTTPHead.end(Array("GET / HTTP/1.1\r\nHost: x\r\n".utf8)) == nil)
+        #expect(HTTPHead.end(Array("GET / HTTP/1.1\r\n\r\n".utf8)[...]) == 18)
     }
 
     @Test func statusTableMatchesTheExitCodes() {

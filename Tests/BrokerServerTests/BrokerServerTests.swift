@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Broker
+import Transport
 @testable import CredentialCore
 @testable import Secrets
 #if canImport(Glibc)
@@ -94,12 +95,12 @@ import Glibc
             var data = pending
             pending = []
             var buf = [UInt8](repeating: 0, count: 4096)
-            while BrokerRequest.headEnd(data) == nil {
+            while HTTPHead.end(data) == nil {
                 let n = recv(fd, &buf, buf.count, 0)
                 if n <= 0 { return nil }
                 data += buf[0..<n]
             }
-            let end = BrokerRequest.headEnd(data)!
+            let end = HTTPHead.end(data)!
             let head = String(decoding: data[..<end], as: UTF8.self)
             var lines = head.components(separatedBy: "\r\n").filter { !$0.isEmpty }
             let status = Int(lines.removeFirst().split(separator: " ")[1]) ?? 0

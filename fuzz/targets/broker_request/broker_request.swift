@@ -7,14 +7,15 @@
 @testable import CredentialCore
 import FuzzSupport
 import Secrets
+import Transport
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let input = bytesOf(data, size)
     var head = input[...]
-    if let end = BrokerRequest.headEnd(input) {
+    if let end = HTTPHead.end(input) {
         require(end >= 2 && end <= input.count && input[end - 1] == 0x0A, "headEnd \(end) is not after a line feed")
-        require(BrokerRequest.headEnd(Array(input[..<(end - 1)])) == nil, "headEnd is not the first blank line")
+        require(HTTPHead.end(Array(input[..<(end - 1)])) == nil, "headEnd is not the first blank line")
         head = input[..<end]
     }
     switch BrokerRequest.parse(head) {
@@ -71,7 +72,7 @@ private func answerAndAudit(message: String, path: String?) {
     guard case .object(let members)? = try? JSON.parse(String(body.dropLast())) else { fuzzFail("answer body is not a JSON object: \(body.debugDescription)") }
     require(members.map(\.0) == ["error", "message"], "answer members \(members.map(\.0))")
     let wire = answer.serialized(keepAlive: false).unsafeArray()
-    let end = BrokerRequest.headEnd(wire)
+    let end = HTTPHead.end(wire)
     require(end != nil && wire.count - end! == answer.body.count, "answer head does not end right before the body")
     let exe = BrokerPeer.printable(Array(message.utf8), limit: 256)
     require(exe.utf8.count <= 256 + 3 && exe.unicodeScalars.allSatisfy { ($0.value > 0x20 && $0.value < 0x7F) || $0 == "…" }, "exe not printable: \(exe.debugDescription)")

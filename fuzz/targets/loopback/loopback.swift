@@ -14,9 +14,9 @@ private let listener: LoopbackListener = {
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let input = bytesOf(data, size)
     var head = input
-    if let end = LoopbackListener.headEnd(input) {
+    if let end = HTTPHead.end(input) {
         require(end >= 2 && end <= input.count && input[end - 1] == 0x0A, "headEnd \(end) is not after a line feed")
-        require(LoopbackListener.headEnd(Array(input[..<(end - 1)])) == nil, "headEnd is not the first blank line")
+        require(HTTPHead.end(Array(input[..<(end - 1)])) == nil, "headEnd is not the first blank line")
         head = Array(input[..<end])
     }
     if let r = listener.parse(head) {
