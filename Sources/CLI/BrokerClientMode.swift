@@ -29,13 +29,7 @@ extension Runner {
             try console.out(try GetFormatter.format(credential, options.format, profile: g.profile))
             return .exit(0)
         case .exec(let argv):
-            let credential = try brokerToken(broker, g, requiredTTL: nil)
-            _ = try GetFormatter.safe(credential.accessToken, "access token", profile: g.profile)
-            var child = services.settings.childEnvironment
-            // EDGE: exec's environment; setenv(3) and the child need the token as a C string.
-            child["CHATGPT_ACCESS_TOKEN"] = credential.accessToken.unsafeString()
-            child["CHATGPT_ACCOUNT_ID"] = credential.accountId
-            return .replaceProcess(argv: argv, childEnvironment: child)
+            return try replaceProcess(argv, with: try brokerToken(broker, g, requiredTTL: nil), profile: g.profile)
         case .status(let json, let all):
             if all { throw CredentialError.usage("status --all reads the stores, which client mode never does; run it where the broker runs") }
             return try brokerStatus(broker, g, json: json)

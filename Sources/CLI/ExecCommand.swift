@@ -28,11 +28,17 @@ enum ExecCommand {
 /// CHATGPT_ACCESS_TOKEN and CHATGPT_ACCOUNT_ID in its environment, never in argv.
 extension Runner {
     func exec(_ g: GlobalOptions, _ argv: [String]) throws -> Outcome {
-        let fresh = try freshCredential(g, GetOptions())
+        try replaceProcess(argv, with: try freshCredential(g, GetOptions()).credential, profile: g.profile)
+    }
+
+    /// `exec`'s program with the credential in its environment, here and in client mode: the
+    /// token checked as `get` checks what it prints (never empty, only token-safe bytes).
+    func replaceProcess(_ argv: [String], with credential: ServedCredential, profile: Profile) throws -> Outcome {
+        let token = try GetFormatter.safe(credential.accessToken, "access token", profile: profile)
         var child = services.settings.childEnvironment
         // EDGE: exec's environment; setenv(3) and the child need the token as a C string.
-        child["CHATGPT_ACCESS_TOKEN"] = fresh.credential.accessToken.unsafeString()
-        child["CHATGPT_ACCOUNT_ID"] = fresh.credential.accountId
+        child["CHATGPT_ACCESS_TOKEN"] = token.unsafeString()
+        child["CHATGPT_ACCOUNT_ID"] = credential.accountId
         return .replaceProcess(argv: argv, childEnvironment: child)
     }
 }
