@@ -17,6 +17,16 @@ _chatgpt_credential_profiles()
     done
 }
 
+# File names for an option's PATH value (`serve --socket`, `store --from-codex`), the `--opt=`
+# prefix put back; one name per line, so names with spaces stay whole.
+_chatgpt_credential_files()
+{
+    local IFS=$'\n'
+    COMPREPLY=($(compgen -f -- "$1"))
+    [[ -n $2 ]] && COMPREPLY=("${COMPREPLY[@]/#/$2}")
+    compopt -o filenames 2>/dev/null
+}
+
 _chatgpt_credential()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev= prefix=
@@ -78,19 +88,13 @@ _chatgpt_credential()
         --broker) return 0 ;; # unix:/absolute/path: nothing sensible to offer
         --socket)
             if [[ $verb == serve ]]; then
-                IFS=$'\n'
-                COMPREPLY=($(compgen -f -- "$cur"))
-                [[ -n $prefix ]] && COMPREPLY=("${COMPREPLY[@]/#/$prefix}")
-                compopt -o filenames 2>/dev/null
+                _chatgpt_credential_files "$cur" "$prefix"
                 return 0
             fi ;;
         --from-codex)
             # An optional PATH: offer files unless the word looks like the next option.
             if [[ $verb == store && ( -n $prefix || $cur != -* ) ]]; then
-                IFS=$'\n'
-                COMPREPLY=($(compgen -f -- "$cur"))
-                [[ -n $prefix ]] && COMPREPLY=("${COMPREPLY[@]/#/$prefix}")
-                compopt -o filenames 2>/dev/null
+                _chatgpt_credential_files "$cur" "$prefix"
                 return 0
             fi ;;
     esac
