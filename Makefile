@@ -47,7 +47,7 @@ APT_PACKAGES := libsecret-1-dev libsodium-dev libcurl4-openssl-dev pkg-config \
                 dpkg-dev binutils lintian mmdebstrap debian-archive-keyring mount keyutils \
                 bubblewrap openssh-server openssh-client jq
 
-.PHONY: help setup deps apt-packages build release run test test-unit bench bench-smoke demo install install-units uninstall lint-man fuzz fuzz-smoke clean \
+.PHONY: help setup deps apt-packages build release run test test-load test-unit bench bench-smoke demo install install-units uninstall lint-man fuzz fuzz-smoke clean \
         version deb dist lint-deb test-package
 
 help:
@@ -55,6 +55,7 @@ help:
 	@echo "make deps       install the system packages only (sudo apt-get unless root)"
 	@echo "make run ARGS=… build and run the tool, e.g. make run ARGS=--help"
 	@echo "make test       the whole test suite in a throwaway D-Bus session with gnome-keyring"
+	@echo "make test-load  the long loads (LongLoad… suites: many-round races, broker load), also in CI"
 	@echo "make demo       an offline walk-through against the local test issuer"
 	@echo "make bench      benchmarks against the C reference helpers -> bench/results.md"
 	@echo "make fuzz       every libFuzzer target for FUZZ_SECONDS (60) each; fuzz-smoke: 10 s each"
@@ -103,10 +104,15 @@ run: release
 # The one test command (README and CI): unit and end-to-end tests against a real gnome-keyring,
 # the real age and git binaries and the loopback test issuer.
 test:
-	scripts/with-keyring $(SWIFT) test $(IMPORT_CHECK)
+	scripts/with-keyring $(SWIFT) test $(IMPORT_CHECK) --skip LongLoad
+
+# The long loads (suites whose type name starts with LongLoad: races over many rounds, broker load),
+# kept out of `make test` so it stays fast; CI runs both.
+test-load:
+	scripts/with-keyring $(SWIFT) test $(IMPORT_CHECK) --filter LongLoad
 
 test-unit:
-	$(SWIFT) test --skip EndToEndTests $(IMPORT_CHECK)
+	$(SWIFT) test --skip EndToEndTests --skip LongLoad $(IMPORT_CHECK)
 
 lint-man:
 	mandoc -Tlint -Wwarning man/chatgpt-credential.1
