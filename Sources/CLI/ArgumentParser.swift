@@ -10,7 +10,7 @@ import Broker
 /// Table-driven argv parsing (see `CommandLineSpec`). Global options may stand before or after
 /// the verb; `--opt=value` and `--opt value` both work; environment variables (`Settings`)
 /// supply defaults and flags win. The verb's own options are collected by its `VerbSpec`'s table
-/// and turned into a `Command` by its `parse` (in the verb's `…Command.swift`). Every error is a
+/// and read by its `Verb` type's `init` (in the verb's `…Command.swift`). Every error is a
 /// `CredentialError.usage` naming the offending word.
 public enum ArgumentParser {
     public static func parse(_ argv: [String], settings: Settings) throws -> Invocation {
@@ -29,7 +29,8 @@ public enum ArgumentParser {
         if let b = settings.broker { globals.broker = b }
 
         var verb: String?
-        /// The verb's spec, looked up once (nil: a word that names no verb, as git's and docker's may).
+        /// The verb's type and spec, looked up once (nil: a word that names no verb, as git's and docker's may).
+        var verbType: (any Verb.Type)?
         var verbSpec: VerbSpec?
         var verbFlags: [String: String?] = [:]
         var verbLists: [String: [String]] = [:]
@@ -111,7 +112,8 @@ public enum ArgumentParser {
             }
             if verb == nil {
                 verb = arg
-                verbSpec = CommandLineSpec.verb(arg)
+                verbType = CommandLineSpec.verbType(arg)
+                verbSpec = verbType?.spec
                 if globals.wire == .plain, verbSpec == nil {
                     throw CredentialError.usage("unknown verb '\(Sanitize.line(arg, limit: 60))'" + Suggestion.forVerb(arg))
                 }
@@ -128,7 +130,7 @@ public enum ArgumentParser {
                 }
                 continue
             }
-            if case .upTo(let n)? = verbSpec?.operands, rest.count < n {
+            if verbSpec?.operands == .verbName, rest.isEmpty {
                 rest.append(arg)
                 continue
             }
@@ -136,25 +138,26 @@ public enum ArgumentParser {
         }
 
         if wantVersion && verb == nil { return Invocation(globals: globals, command: .version) }
+        let help = Invocation(globals: globals, command: .verb(HelpCommand(verb: globals.wire == .plain ? verb : nil)))
         if globals.wire != .plain {
             guard let verb else {
-                if wantHelp { return Invocation(globals: globals, command: .help(verb: nil)) }
+                if wantHelp { return help }
                 throw CredentialError.usage("missing \(globals.wire.rawValue) helper verb (get, store, erase…)")
             }
-            if wantHelp { return Invocation(globals: globals, command: .help(verb: nil)) }
+            if wantHelp { return help }
             return Invocation(globals: globals, command: .helper(globals.wire, verb: verb))
         }
         guard let verb else {
-            if wantHelp { return Invocation(globals: globals, command: .help(verb: nil)) }
+            if wantHelp { return help }
             throw CredentialError.usage("missing verb")
         }
-        if wantHelp { return Invocation(globals: globals, command: .help(verb: verb)) }
-        guard let spec = verbSpec else { throw CredentialError.usage("unknown verb '\(Sanitize.line(verb, limit: 60))'") }
+        if wantHelp { return help }
+        guard let type = verbType, let spec = verbSpec else { throw CredentialError.usage("unknown verb '\(Sanitize.line(verb, limit: 60))'") }
         if spec.operands == .none, !rest.isEmpty {
             throw CredentialError.usage("unexpected argument '\(Sanitize.line(rest[0], limit: 60))'")
         }
-        let command = try spec.parse(VerbArguments(values: verbFlags, lists: verbLists, operands: rest))
-        return Invocation(globals: globals, command: command)
+        let command = try type.init(VerbArguments(values: verbFlags, lists: verbLists, operands: rest))
+        return Invocation(globals: globals, command: .verb(command))
     }
 
     private static func absorbGlobal(_ arg: String, _ args: inout ArraySlice<String>, _ g: inout GlobalOptions, _ help: inout Bool) throws {

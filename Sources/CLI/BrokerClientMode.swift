@@ -16,51 +16,61 @@ extension Runner {
         let broker = BrokerClient(address: address)
         verbose(g, "client mode: asking the broker at \(address.description)")
         switch command {
-        case .help, .version:
-            return try dispatch(command, g)
-        case .get(let options):
-            // A forced refresh spends the refresh token: the broker's owner decides when, not a
-            // client in a sandbox (`refresh` on the broker's side does it).
-            if options.forceRefresh { throw refused("get --force-refresh", address) }
-            let credential = try brokerToken(broker, g, requiredTTL: options.requiredTTL)
-            if options.format == .idToken, credential.idToken.isEmpty {
-                throw CredentialError.failure("the broker at \(address.description) does not hand out the id token (its answer is what get --json prints)")
-            }
-            try console.out(try GetFormatter.format(credential, options.format, profile: g.profile))
-            return .exit(0)
-        case .exec(let argv):
-            return try replaceProcess(argv, with: try brokerToken(broker, g, requiredTTL: nil), profile: g.profile)
-        case .status(let json, let all):
-            if all { throw CredentialError.usage("status --all reads the stores, which client mode never does; run it where the broker runs") }
-            return try brokerStatus(broker, g, json: json)
-        case .usage(let json, let all):
-            if all { throw CredentialError.usage("usage --all lists the stores' profiles, which client mode never does; run it where the broker runs, or ask for each profile with --profile") }
-            let value = try broker.usage(profile: g.profile)
-            if json {
-                try console.out(JSON.serialize(value) + "\n")
-            } else {
-                let style = usageStyle()
-                let now = services.now()
-                let (report, plan) = UsageRenderer.report(normalized: value, now: now)
-                try console.out(UsageRenderer(style: style, now: now).text(report, plan: plan))
-            }
-            return .exit(0)
+        case .verb(let verb):
+            // The verb's own policy: as on the host, refused, or through the broker (its `clientMode`).
+            return try verb.runInClientMode(self, g, broker)
+        case .version:
+            return try version()
         case .helper(.git, let verb):
             return try gitHelperViaBroker(broker, g, verb: verb)
         case .helper(.docker, let verb):
             return try dockerHelperViaBroker(broker, g, verb: verb)
-        default:
-            throw refused(Self.verbName(command), address)
+        case .helper(.plain, _):
+            return try dispatch(command, g) // not a word of any protocol: the host's usage error
         }
     }
 
-    /// The word the person typed for a verb that is refused here (login, store, erase, and any
-    /// verb that changes a credential or serves one: refresh, serve).
-    static func verbName(_ command: Command) -> String {
-        let text = String(describing: command)
-        return String(text.prefix { $0 != "(" })
+    /// `get` through the broker.
+    func getThroughBroker(_ broker: BrokerClient, _ g: GlobalOptions, _ options: GetOptions) throws -> Outcome {
+        // A forced refresh spends the refresh token: the broker's owner decides when, not a
+        // client in a sandbox (`refresh` on the broker's side does it).
+        if options.forceRefresh { throw refused("get --force-refresh", broker.address) }
+        let credential = try brokerToken(broker, g, requiredTTL: options.requiredTTL)
+        if options.format == .idToken, credential.idToken.isEmpty {
+            throw CredentialError.failure("the broker at \(broker.address.description) does not hand out the id token (its answer is what get --json prints)")
+        }
+        try console.out(try GetFormatter.format(credential, options.format, profile: g.profile))
+        return .exit(0)
     }
 
+    /// `exec` through the broker.
+    func execThroughBroker(_ broker: BrokerClient, _ g: GlobalOptions, _ argv: [String]) throws -> Outcome {
+        try replaceProcess(argv, with: try brokerToken(broker, g, requiredTTL: nil), profile: g.profile)
+    }
+
+    /// `status` through the broker.
+    func statusThroughBroker(_ broker: BrokerClient, _ g: GlobalOptions, json: Bool, all: Bool) throws -> Outcome {
+        if all { throw CredentialError.usage("status --all reads the stores, which client mode never does; run it where the broker runs") }
+        return try brokerStatus(broker, g, json: json)
+    }
+
+    /// `usage` through the broker.
+    func usageThroughBroker(_ broker: BrokerClient, _ g: GlobalOptions, json: Bool, all: Bool) throws -> Outcome {
+        if all { throw CredentialError.usage("usage --all lists the stores' profiles, which client mode never does; run it where the broker runs, or ask for each profile with --profile") }
+        let value = try broker.usage(profile: g.profile)
+        if json {
+            try console.out(JSON.serialize(value) + "\n")
+        } else {
+            let style = usageStyle()
+            let now = services.now()
+            let (report, plan) = UsageRenderer.report(normalized: value, now: now)
+            try console.out(UsageRenderer(style: style, now: now).text(report, plan: plan))
+        }
+        return .exit(0)
+    }
+
+    /// A verb refused here (`login`, `store`, `erase`, and any verb that changes a credential or
+    /// serves one: `refresh`, `serve`), named by the word the person typed.
     func refused(_ what: String, _ address: BrokerAddress) -> CredentialError {
         .usage("'\(what)' is refused in client mode (broker \(address.description)): only the broker's side changes or serves the credential; run it there")
     }

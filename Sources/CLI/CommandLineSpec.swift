@@ -6,8 +6,8 @@ import Credentials
 import AccessCache
 import Secrets
 
-/// The command line as data: every verb, every option, its help text. The parser, `--help`,
-/// and the test that keeps the man page and completions in step all read this one table.
+/// The command line as data: every verb, every option, its help text. The parser, `--help`, the
+/// completions and the man page's synopsis and option lists (`make docs`) all read these tables.
 public struct OptionSpec: Sendable {
     public let long: String
     public let short: Character?
@@ -23,37 +23,86 @@ public struct OptionSpec: Sendable {
     public let help: String
     /// May be given more than once (`--allow-uid`); each value is kept.
     public let repeatable: Bool
+    /// Options of one group exclude each other (`get --json | --env`); the verb's `init` says which
+    /// was chosen. A group's options stand next to each other in the verb's list.
+    public let exclusiveGroup: String?
+    /// What a shell offers for the value, besides `choices`.
+    public let completion: ValueCompletion
+
+    /// What the completions offer for an option's value.
+    public enum ValueCompletion: Sendable, Equatable {
+        /// Nothing (a number, an address): the person types it.
+        case none
+        /// File names.
+        case files
+        /// The profiles `status --all --json` lists.
+        case profiles
+    }
 
     init(_ long: String, short: Character? = nil, value: String? = nil, valueOptional: Bool = false,
-         choices: [String] = [], env: String? = nil, envValue: String? = nil, repeatable: Bool = false, _ help: String) {
+         choices: [String] = [], env: String? = nil, envValue: String? = nil, repeatable: Bool = false,
+         exclusiveGroup: String? = nil, completion: ValueCompletion = .none, _ help: String) {
         self.long = long; self.short = short; self.value = value; self.valueOptional = valueOptional
         self.choices = choices; self.env = env; self.envValue = envValue; self.help = help
-        self.repeatable = repeatable
+        self.repeatable = repeatable; self.exclusiveGroup = exclusiveGroup; self.completion = completion
     }
 }
 
-/// One verb as data: what `--help`, the man page's drift tests and the completions read, and the
-/// function that turns what the parser collected for it into a `Command`.
+/// One verb as data (its `Verb` type's `spec`): what `--help`, the completions and the man page
+/// read, and the options and operands the parser accepts for it.
 public struct VerbSpec: Sendable {
     public let name: String
-    public let synopsis: String
     public let summary: String
     public let details: String
     public let options: [OptionSpec]
     /// One or two examples, shown at the end of its `--help` (the man page's EXAMPLES has more).
     public let examples: [String]
-    /// Operands it takes besides its options: `help VERB` takes one; `exec` takes the whole rest
-    /// of the command line (everything after its own options, or after `--`).
-    let operands: Operands
-    /// Its options and operands, checked, as a `Command`. Usage errors are `CredentialError.usage`.
-    let parse: @Sendable (VerbArguments) throws -> Command
+    /// Operands it takes besides its options.
+    package let operands: Operands
+    /// Words other tools use for this verb's job (gh, codex, docker: `logout`, `token`), each with
+    /// the options that do it here ("" for none): the typo hints point them here; they are not aliases.
+    package let wordsFromOtherTools: [String: String]
 
-    enum Operands: Sendable, Equatable { case none, upTo(Int), command }
+    package enum Operands: Sendable, Equatable {
+        case none
+        /// One optional operand, a verb's name: `help [VERB]`.
+        case verbName
+        /// The whole rest of the command line, everything after its own options or after `--`:
+        /// `exec -- CMD [ARG…]`.
+        case command
+    }
 
-    init(name: String, synopsis: String, summary: String, details: String = "", options: [OptionSpec] = [],
-         examples: [String], operands: Operands = .none, parse: @escaping @Sendable (VerbArguments) throws -> Command) {
-        self.name = name; self.synopsis = synopsis; self.summary = summary; self.details = details
-        self.options = options; self.examples = examples; self.operands = operands; self.parse = parse
+    init(name: String, summary: String, details: String = "", options: [OptionSpec] = [],
+         examples: [String], operands: Operands = .none, wordsFromOtherTools: [String: String] = [:]) {
+        self.name = name; self.summary = summary; self.details = details
+        self.options = options; self.examples = examples; self.operands = operands
+        self.wordsFromOtherTools = wordsFromOtherTools
+    }
+
+    /// Its options, one element each, but the options of an exclusive group together, in order.
+    package var optionGroups: [[OptionSpec]] {
+        var groups: [[OptionSpec]] = []
+        for o in options {
+            if let g = o.exclusiveGroup, let last = groups.last?.last, last.exclusiveGroup == g { groups[groups.count - 1].append(o) }
+            else { groups.append([o]) }
+        }
+        return groups
+    }
+
+    /// `get [--account-id | --id-token | --json | --header | --env] [--min-ttl SECONDS] [--force-refresh]`:
+    /// its `--help`'s usage line, from its options and operands.
+    public var synopsis: String {
+        var s = name
+        for group in optionGroups {
+            s += " [" + group.map(CommandLineSpec.optionWithValue).joined(separator: " | ") + "]"
+            if group.count == 1, group[0].repeatable { s += "…" }
+        }
+        switch operands {
+        case .none: break
+        case .verbName: s += " [VERB]"
+        case .command: s += " -- CMD [ARG…]"
+        }
+        return s
     }
 }
 
@@ -84,11 +133,11 @@ public enum CommandLineSpec {
     public static let version = "0.2.0"
 
     public static let globalOptions: [OptionSpec] = [
-        OptionSpec("--profile", value: "NAME", env: "CHATGPT_CREDENTIAL_PROFILE",
+        OptionSpec("--profile", value: "NAME", env: "CHATGPT_CREDENTIAL_PROFILE", completion: .profiles,
                    "which signed-in account (default: default); names are [A-Za-z0-9][A-Za-z0-9._-]{0,63}"),
         OptionSpec("--store", value: "STORE", choices: StoreChoice.allCases.map(\.rawValue), env: "CHATGPT_CREDENTIAL_STORE",
                    "where tokens live: auto (default), secret-service or file"),
-        OptionSpec("--protocol", value: "PROTOCOL", choices: ["plain", "git", "docker"],
+        OptionSpec("--protocol", value: "PROTOCOL", choices: WireProtocol.allCases.map(\.rawValue),
                    "how verbs read stdin and write stdout (default: plain, or from the program name)"),
         OptionSpec("--non-interactive", env: "CHATGPT_CREDENTIAL_NONINTERACTIVE",
                    "never prompt, never open a browser"),
@@ -96,19 +145,29 @@ public enum CommandLineSpec {
         OptionSpec("--no-cache", env: "CHATGPT_CREDENTIAL_CACHE", envValue: "off",
                    "neither read nor write the access cache in the kernel keyring"),
         OptionSpec("--broker", value: "unix:PATH", env: "CHATGPT_CREDENTIAL_BROKER",
-                   "client mode: ask the broker on this socket instead of any store (get, exec, usage, status, git/docker get)"),
+                   "client mode: ask the broker on this socket instead of any store (\(clientModeVerbs), git/docker get)"),
         OptionSpec("--version", "print the version and exit"),
         OptionSpec("--help", short: "h", "show help (also after any verb)"),
     ]
 
-    /// Every verb, in the order `--help` lists them. Each is declared in its own `…Command.swift`
-    /// with its options and their parsing, next to what it does.
-    public static let verbs: [VerbSpec] = [
-        LoginCommand.spec, GetCommand.spec, StoreCommand.spec, EraseCommand.spec, StatusCommand.spec,
-        UsageCommand.spec, RefreshCommand.spec, ExecCommand.spec, ServeCommand.spec, HelpCommand.spec,
+    /// Every verb, in the order `--help` lists them: the one list of verbs. Each is a `Verb` type
+    /// in its own `…Command.swift`, its spec, parsing and behaviour next to each other.
+    static let verbTypes: [any Verb.Type] = [
+        LoginCommand.self, GetCommand.self, StoreCommand.self, EraseCommand.self, StatusCommand.self,
+        UsageCommand.self, RefreshCommand.self, ExecCommand.self, ServeCommand.self, HelpCommand.self,
     ]
 
-    public static func verb(_ name: String) -> VerbSpec? { verbs.first { $0.name == name } }
+    /// The verbs that work in client mode through the broker, for `--broker`'s help.
+    static var clientModeVerbs: String {
+        verbTypes.filter { $0.worksThroughTheBroker }.map { $0.spec.name }.joined(separator: ", ")
+    }
+
+    /// The verbs' specs, in that order.
+    public static let verbs: [VerbSpec] = verbTypes.map { $0.spec }
+
+    static func verbType(_ name: String) -> (any Verb.Type)? { verbTypes.first { $0.spec.name == name } }
+
+    public static func verb(_ name: String) -> VerbSpec? { verbType(name)?.spec }
 
     /// Every long option the binary accepts, for docs/completion drift tests.
     public static var allLongOptions: [String] {
@@ -133,11 +192,14 @@ public enum CommandLineSpec {
             .joined(separator: "\n\n")
     }
 
+    /// `--min-ttl SECONDS`, `--from-codex [PATH]`, `--json`.
+    static func optionWithValue(_ o: OptionSpec) -> String {
+        guard let v = o.value else { return o.long }
+        return o.long + (o.valueOptional ? " [\(v)]" : " \(v)")
+    }
+
     static func optionHead(_ o: OptionSpec) -> String {
-        var head = o.short.map { "-\($0), " } ?? "    "
-        head += o.long
-        if let v = o.value { head += o.valueOptional ? " [\(v)]" : " \(v)" }
-        return head
+        (o.short.map { "-\($0), " } ?? "    ") + optionWithValue(o)
     }
 
     /// `  -v, --verbose             diagnostics…`: the head, then the help wrapped in a column

@@ -7,9 +7,9 @@ import Secrets
 import Broker
 
 /// `erase` on the command line (man page VERBS).
-enum EraseCommand {
+struct EraseCommand: Verb {
     static let spec = VerbSpec(
-        name: "erase", synopsis: "erase [--no-revoke]",
+        name: "erase",
         summary: "revoke the refresh token and remove the stored credential",
         details: """
         Removes the profile's credential from every store that holds a copy, damaged
@@ -20,7 +20,14 @@ enum EraseCommand {
         options: [OptionSpec("--no-revoke", "do not contact the issuer; only remove the stored credential")],
         examples: ["\(CommandLineSpec.programName) erase",
                    "\(CommandLineSpec.programName) --profile work erase --no-revoke"],
-        parse: { a in .erase(revoke: !a.has("--no-revoke")) })
+        wordsFromOtherTools: ["logout": "", "log-out": "", "signout": "", "sign-out": "", "logoff": "", "remove": ""])
+
+    var revoke = true
+
+    init(_ a: VerbArguments) throws { revoke = !a.has("--no-revoke") }
+
+    func run(_ runner: Runner, _ g: GlobalOptions) throws -> Outcome { try runner.erase(g, revoke: revoke) }
+    static var clientMode: ClientModePolicy<Self> { .refused }
 }
 
 /// `erase [--no-revoke]` (man page VERBS): every copy removed through the one owner, the refresh

@@ -7,9 +7,9 @@ import Secrets
 import Broker
 
 /// `exec` on the command line: everything after its own options is the command (man page VERBS).
-enum ExecCommand {
+struct ExecCommand: Verb {
     static let spec = VerbSpec(
-        name: "exec", synopsis: "exec -- CMD [ARG…]",
+        name: "exec",
         summary: "run CMD with CHATGPT_ACCESS_TOKEN and CHATGPT_ACCOUNT_ID set",
         details: """
         Runs CMD with fresh CHATGPT_ACCESS_TOKEN and CHATGPT_ACCOUNT_ID in its environment
@@ -18,10 +18,21 @@ enum ExecCommand {
         options: [],
         examples: ["\(CommandLineSpec.programName) exec -- sh -c \\\n    'curl -H \"Authorization: Bearer $CHATGPT_ACCESS_TOKEN\" URL'"],
         operands: .command,
-        parse: { a in
-            guard !a.operands.isEmpty else { throw CredentialError.usage("exec needs a command: chatgpt-credential exec -- CMD [ARG…]") }
-            return .exec(a.operands)
-        })
+        wordsFromOtherTools: ["run": ""])
+
+    /// The command and its arguments.
+    var argv: [String]
+
+    init(_ a: VerbArguments) throws {
+        guard !a.operands.isEmpty else { throw CredentialError.usage("exec needs a command: chatgpt-credential exec -- CMD [ARG…]") }
+        argv = a.operands
+    }
+
+    func run(_ runner: Runner, _ g: GlobalOptions) throws -> Outcome { try runner.exec(g, argv) }
+    static var clientMode: ClientModePolicy<Self> {
+        .throughTheBroker { verb, runner, g, broker in try runner.execThroughBroker(broker, g, verb.argv) }
+    }
+    var keyringAdvice: KeyringAdvice { .useTheFileCopy }
 }
 
 /// `exec -- CMD [ARG…]` (man page VERBS): CMD replaces this process with fresh

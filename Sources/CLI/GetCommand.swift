@@ -7,9 +7,9 @@ import Secrets
 import Broker
 
 /// `get` on the command line: its formats and options and their parsing (man page VERBS).
-enum GetCommand {
+struct GetCommand: Verb {
     static let spec = VerbSpec(
-        name: "get", synopsis: "get [--account-id | --id-token | --json | --header | --env] [--min-ttl SECONDS] [--force-refresh]",
+        name: "get",
         summary: "print a fresh access token (refreshing first when needed)",
         details: """
         Prints the access token and a newline on stdout, and nothing else. Refreshes first
@@ -17,30 +17,40 @@ enum GetCommand {
         An answer that cannot be written to stdout is exit 1.
         """,
         options: [
-            OptionSpec("--account-id", "print the ChatGPT account id instead"),
-            OptionSpec("--id-token", "print the id token instead"),
-            OptionSpec("--json", "print {access_token, account_id, expires_at, email, plan} as JSON"),
-            OptionSpec("--header", "print 'Authorization: Bearer TOKEN' and 'ChatGPT-Account-ID: ID'"),
-            OptionSpec("--env", "print CHATGPT_ACCESS_TOKEN=… and CHATGPT_ACCOUNT_ID=…, shell-quoted, for eval"),
+            OptionSpec("--account-id", exclusiveGroup: "format", "print the ChatGPT account id instead"),
+            OptionSpec("--id-token", exclusiveGroup: "format", "print the id token instead"),
+            OptionSpec("--json", exclusiveGroup: "format", "print {access_token, account_id, expires_at, email, plan} as JSON"),
+            OptionSpec("--header", exclusiveGroup: "format", "print 'Authorization: Bearer TOKEN' and 'ChatGPT-Account-ID: ID'"),
+            OptionSpec("--env", exclusiveGroup: "format", "print CHATGPT_ACCESS_TOKEN=… and CHATGPT_ACCOUNT_ID=…, shell-quoted, for eval"),
             OptionSpec("--min-ttl", value: "SECONDS", "refresh unless the token is valid this long (default and minimum: \(TokenDocument.refreshMargin))"),
             OptionSpec("--force-refresh", "refresh now, whatever the expiry"),
         ],
         examples: ["curl -H \"Authorization: Bearer $(\(CommandLineSpec.programName) get)\" \\\n     -H \"ChatGPT-Account-ID: $(\(CommandLineSpec.programName) get --account-id)\" URL",
                    "eval \"$(\(CommandLineSpec.programName) get --env)\""],
-        parse: { a in
-            var o = GetOptions()
-            o.format = try a.oneOf([("--account-id", OutputFormat.accountId), ("--id-token", .idToken), ("--json", .json),
-                                    ("--header", .header), ("--env", .env)]) ?? .token
-            if let raw = a.value("--min-ttl") {
-                guard let n = Int64(raw), n >= 0, n <= 366 * 86400 else {
-                    throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --min-ttl: a number of seconds from 0 to 31622400")
-                }
-                o.minTTL = max(TokenDocument.refreshMargin, n)
-                o.requiredTTL = n
+        wordsFromOtherTools: ["token": "", "print": "", "show": ""])
+
+    var options = GetOptions()
+
+    init(_ a: VerbArguments) throws {
+        var o = GetOptions()
+        o.format = try a.oneOf([("--account-id", OutputFormat.accountId), ("--id-token", .idToken), ("--json", .json),
+                                ("--header", .header), ("--env", .env)]) ?? .token
+        if let raw = a.value("--min-ttl") {
+            guard let n = Int64(raw), n >= 0, n <= 366 * 86400 else {
+                throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --min-ttl: a number of seconds from 0 to 31622400")
             }
-            o.forceRefresh = a.has("--force-refresh")
-            return .get(o)
-        })
+            o.minTTL = max(TokenDocument.refreshMargin, n)
+            o.requiredTTL = n
+        }
+        o.forceRefresh = a.has("--force-refresh")
+        options = o
+    }
+
+    func run(_ runner: Runner, _ g: GlobalOptions) throws -> Outcome { try runner.get(g, options) }
+    static var clientMode: ClientModePolicy<Self> {
+        .throughTheBroker { verb, runner, g, broker in try runner.getThroughBroker(broker, g, verb.options) }
+    }
+    var keyringAdvice: KeyringAdvice { .useTheFileCopy }
 }
 
 /// `get [FORMAT] [--min-ttl SECONDS] [--force-refresh]` (man page VERBS): a fresh token through the

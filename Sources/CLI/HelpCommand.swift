@@ -2,17 +2,27 @@ import CredentialCore
 import SystemRuntime
 
 /// `help [VERB]` and `--help`/`--version` (man page VERBS): the text comes from `CommandLineSpec`.
-enum HelpCommand {
+struct HelpCommand: Verb {
     static let spec = VerbSpec(
-        name: "help", synopsis: "help [VERB]", summary: "show help for a verb",
+        name: "help", summary: "show help for a verb",
         examples: ["\(CommandLineSpec.programName) help get"],
-        operands: .upTo(1),
-        parse: { a in
-            if let v = a.operands.first, CommandLineSpec.verb(v) == nil {
-                throw CredentialError.usage("unknown verb '\(Sanitize.line(v, limit: 60))'" + Suggestion.forVerb(v))
-            }
-            return .help(verb: a.operands.first)
-        })
+        operands: .verbName)
+
+    /// nil: the main help.
+    var verb: String?
+
+    init(_ a: VerbArguments) throws {
+        if let v = a.operands.first, CommandLineSpec.verb(v) == nil {
+            throw CredentialError.usage("unknown verb '\(Sanitize.line(v, limit: 60))'" + Suggestion.forVerb(v))
+        }
+        verb = a.operands.first
+    }
+
+    /// `--help`, after a verb or not.
+    init(verb: String?) { self.verb = verb }
+
+    func run(_ runner: Runner, _ g: GlobalOptions) throws -> Outcome { try runner.help(verb) }
+    static var clientMode: ClientModePolicy<Self> { .needsNoCredential }
 }
 
 extension Runner {

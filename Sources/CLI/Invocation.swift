@@ -8,7 +8,7 @@ import Secrets
 import Broker
 
 /// What the user asked for, fully parsed and validated. Produced by `ArgumentParser`.
-public enum WireProtocol: String, Sendable { case plain, git, docker }
+public enum WireProtocol: String, Sendable, CaseIterable { case plain, git, docker }
 
 public struct GlobalOptions: Sendable {
     public var profile: Profile = .default
@@ -22,28 +22,32 @@ public struct GlobalOptions: Sendable {
     package var broker: BrokerAddress?
 }
 
-/// The verb asked for, with its options checked: made by the verb's `spec.parse` in its
-/// `…Command.swift`, run by `Runner.dispatch`.
-public enum Command: Sendable {
-    case help(verb: String?)
+/// What the command line asks for: a registered verb (one of `CommandLineSpec.verbTypes`) with its
+/// options checked, made by `ArgumentParser` through the verb's `init`; `--version`; or a word of
+/// git's or docker's protocol.
+enum Command: Sendable {
+    case verb(any Verb)
     case version
-    case login(LoginMode?, clipboard: Bool = false)
-    case get(GetOptions)
-    /// `fromCodex`: nil = read stdin; .some(nil) = default Codex path; .some(path).
-    case store(fromCodex: String??)
-    case erase(revoke: Bool)
-    case status(json: Bool, all: Bool)
-    case usage(json: Bool, all: Bool)
-    case exec([String])
-    /// `refresh [--all] [--if-idle DAYS]`: `ifIdleDays` nil = refresh whatever the age.
-    case refresh(all: Bool, ifIdleDays: Int?)
-    /// `serve`: the broker (man page BROKER).
-    case serve(ServeOptions)
     /// A git/docker protocol verb (any word; unknown ones are ignored by the protocol).
     case helper(WireProtocol, verb: String)
+
+    /// The registered verb, if it is one.
+    var verb: (any Verb)? {
+        if case .verb(let v) = self { return v }
+        return nil
+    }
+
+    /// `--version` and verbs such as `help` touch no credential: they run before anything is checked.
+    var needsNoCredential: Bool {
+        switch self {
+        case .verb(let v): return v.needsNoCredential
+        case .version: return true
+        case .helper: return false
+        }
+    }
 }
 
 public struct Invocation: Sendable {
     public var globals: GlobalOptions
-    public var command: Command
+    var command: Command
 }

@@ -7,9 +7,9 @@ import Credentials
 import Secrets
 
 /// `login` on the command line: its options and their parsing (man page VERBS).
-enum LoginCommand {
+struct LoginCommand: Verb {
     static let spec = VerbSpec(
-        name: "login", synopsis: "login [--device | --browser | --no-browser] [--clipboard]",
+        name: "login",
         summary: "sign in and store the tokens",
         details: """
         Signs in with OAuth and stores the tokens. Without an option, uses the device code
@@ -17,17 +17,27 @@ enum LoginCommand {
         flow otherwise.
         """,
         options: [
-            OptionSpec("--device", "device code flow: shows a URL and a code to enter on any device"),
-            OptionSpec("--browser", "browser flow with a loopback listener on 127.0.0.1:1455 (1457 when busy)"),
-            OptionSpec("--no-browser", "print the sign-in URL, then paste the address the browser ended on"),
+            OptionSpec("--device", exclusiveGroup: "flow", "device code flow: shows a URL and a code to enter on any device"),
+            OptionSpec("--browser", exclusiveGroup: "flow", "browser flow with a loopback listener on 127.0.0.1:1455 (1457 when busy)"),
+            OptionSpec("--no-browser", exclusiveGroup: "flow", "print the sign-in URL, then paste the address the browser ended on"),
             OptionSpec("--clipboard", "device code flow: also offer the code to the terminal's clipboard (OSC 52)"),
         ],
         examples: ["\(CommandLineSpec.programName) login    # device code over SSH, else the browser",
                    "\(CommandLineSpec.programName) --profile work login --device"],
-        parse: { a in
-            let mode = try a.oneOf([("--device", LoginMode.device), ("--browser", .browser), ("--no-browser", .paste)])
-            return .login(mode, clipboard: a.has("--clipboard"))
-        })
+        wordsFromOtherTools: ["signin": "", "sign-in": "", "auth": ""])
+
+    /// nil: the device flow over SSH or without a display, else the browser (`Runner.defaultLoginMode`).
+    var mode: LoginMode?
+    var clipboard = false
+
+    init(_ a: VerbArguments) throws {
+        mode = try a.oneOf([("--device", LoginMode.device), ("--browser", .browser), ("--no-browser", .paste)])
+        clipboard = a.has("--clipboard")
+    }
+
+    func run(_ runner: Runner, _ g: GlobalOptions) throws -> Outcome { try runner.login(g, mode: mode, clipboard: clipboard) }
+    static var clientMode: ClientModePolicy<Self> { .refused }
+    var keyringAdvice: KeyringAdvice { .keepInTheFile }
 }
 
 /// `login [--device | --browser | --no-browser]`: picks a flow, runs it, stores the tokens where

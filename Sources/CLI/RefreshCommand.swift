@@ -5,9 +5,9 @@ import Credentials
 /// `refresh [--all] [--if-idle DAYS]` (man page, `refresh` and KEEP AN IDLE SIGN-IN ALIVE): a
 /// refresh now, through the one owner exactly as `get --force-refresh` would do it, for one
 /// profile or every profile found; nothing on stdout, one line per profile on stderr.
-enum RefreshCommand {
+struct RefreshCommand: Verb {
     static let spec = VerbSpec(
-        name: "refresh", synopsis: "refresh [--all] [--if-idle DAYS]",
+        name: "refresh",
         summary: "refresh now, as get --force-refresh would, printing nothing on stdout",
         details: """
         Refreshes the profile's tokens now through the one owner (the lock, reserve before
@@ -20,17 +20,25 @@ enum RefreshCommand {
             OptionSpec("--all", "every profile found in either store"),
             OptionSpec("--if-idle", value: "DAYS", "only profiles last refreshed at least DAYS days ago (1-365)"),
         ],
-        examples: ["\(CommandLineSpec.programName) refresh", "\(CommandLineSpec.programName) refresh --all --if-idle 7   # what the daily timer runs"],
-        parse: { a in
-            var days: Int?
-            if let raw = a.value("--if-idle") {
-                guard let n = Int(raw), idleDaysRange.contains(n) else {
-                    throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --if-idle: a number of days from \(idleDaysRange.lowerBound) to \(idleDaysRange.upperBound)")
-                }
-                days = n
+        examples: ["\(CommandLineSpec.programName) refresh", "\(CommandLineSpec.programName) refresh --all --if-idle 7   # what the daily timer runs"])
+
+    var all = false
+    /// nil: refresh whatever the age.
+    var ifIdleDays: Int?
+
+    init(_ a: VerbArguments) throws {
+        if let raw = a.value("--if-idle") {
+            guard let n = Int(raw), Self.idleDaysRange.contains(n) else {
+                throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --if-idle: a number of days from \(Self.idleDaysRange.lowerBound) to \(Self.idleDaysRange.upperBound)")
             }
-            return .refresh(all: a.has("--all"), ifIdleDays: days)
-        })
+            ifIdleDays = n
+        }
+        all = a.has("--all")
+    }
+
+    func run(_ runner: Runner, _ g: GlobalOptions) throws -> Outcome { try runner.refresh(g, all: all, ifIdleDays: ifIdleDays) }
+    static var clientMode: ClientModePolicy<Self> { .refused }
+    var keyringAdvice: KeyringAdvice { all ? .none : .useTheFileCopy }
 
     /// `--if-idle DAYS`: a day to a year.
     static let idleDaysRange = 1...365

@@ -30,15 +30,13 @@ public final class Runner {
         do {
             // Client mode reaches nothing but the broker's socket: no issuer, no store.
             if let broker = g.broker { return try clientMode(invocation.command, g, broker) }
-            switch invocation.command {
-            case .help, .version: break
-            default:
+            if !invocation.command.needsNoCredential {
                 // A non-loopback http:// issuer is refused before anything could reach the network.
                 _ = try services.settings.issuer.get()
             }
             let outcome = try dispatch(invocation.command, g)
             // The broker acts on a deferred signal itself (it stops after that answer, exit 0).
-            if case .serve = invocation.command { return outcome }
+            if let verb = invocation.command.verb, type(of: verb).handlesDeferredSignals { return outcome }
             return SignalDeferral.deferredSignal.map { DeferredSignal($0).outcome } ?? outcome
         } catch let s as DeferredSignal {
             return s.outcome
@@ -92,30 +90,13 @@ public final class Runner {
         if g.verbose { console.err("chatgpt-credential: debug: " + Sanitize.line(line())) }
     }
 
+    /// The registered verb's `run`, `--version`, or git's or docker's protocol verb.
     func dispatch(_ command: Command, _ g: GlobalOptions) throws -> Outcome {
         switch command {
-        case .help(let verb):
-            return try help(verb)
+        case .verb(let verb):
+            return try verb.run(self, g)
         case .version:
             return try version()
-        case .get(let options):
-            return try get(g, options)
-        case .status(let json, let all):
-            return try status(g, json: json, all: all)
-        case .erase(let revoke):
-            return try erase(g, revoke: revoke)
-        case .usage(let json, let all):
-            return try usage(g, json: json, all: all)
-        case .exec(let argv):
-            return try exec(g, argv)
-        case .refresh(let all, let days):
-            return try refresh(g, all: all, ifIdleDays: days)
-        case .login(let mode, let clipboard):
-            return try login(g, mode: mode, clipboard: clipboard)
-        case .store(let fromCodex):
-            return try store(g, fromCodex: fromCodex)
-        case .serve(let options):
-            return try serve(g, options)
         case .helper(.git, let verb):
             return try gitHelper(g, verb: verb)
         case .helper(.docker, let verb):

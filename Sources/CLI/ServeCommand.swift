@@ -8,9 +8,9 @@ import Glibc
 #endif
 
 /// `serve` on the command line (man page VERBS, BROKER).
-enum ServeCommand {
+struct ServeCommand: Verb {
     static let spec = VerbSpec(
-        name: "serve", synopsis: "serve [--socket PATH] [--idle-exit SECONDS] [--allow-uid UID]…",
+        name: "serve",
         summary: "answer token requests over a UNIX socket (the broker)",
         details: """
         Answers HTTP/1.1 GET requests on a UNIX stream socket, for containers, sandboxes
@@ -22,32 +22,41 @@ enum ServeCommand {
         activation it serves the socket it is given.
         """,
         options: [
-            OptionSpec("--socket", value: "PATH", "the socket to create (default: broker.sock in the runtime directory, see FILES)"),
+            OptionSpec("--socket", value: "PATH", completion: .files, "the socket to create (default: broker.sock in the runtime directory, see FILES)"),
             OptionSpec("--idle-exit", value: "SECONDS", "exit 0 after this long without a connection (default 0 = never; 60 under socket activation)"),
             OptionSpec("--allow-uid", value: "UID", repeatable: true, "also answer processes of this user id (repeatable)"),
         ],
         examples: ["systemctl --user enable --now chatgpt-credential.socket   # on demand",
-                   "curl --unix-socket \"$XDG_RUNTIME_DIR/chatgpt-credential/broker.sock\" \\\n     http://localhost/v1/token"],
-        parse: { a in
-            var o = ServeOptions()
-            if let path = a.value("--socket") {
-                guard !path.isEmpty, !path.utf8.contains(0) else { throw CredentialError.usage("--socket needs a path") }
-                o.socket = path
+                   "curl --unix-socket \"$XDG_RUNTIME_DIR/chatgpt-credential/broker.sock\" \\\n     http://localhost/v1/token"])
+
+    var options = ServeOptions()
+
+    init(_ a: VerbArguments) throws {
+        var o = ServeOptions()
+        if let path = a.value("--socket") {
+            guard !path.isEmpty, !path.utf8.contains(0) else { throw CredentialError.usage("--socket needs a path") }
+            o.socket = path
+        }
+        if let raw = a.value("--idle-exit") {
+            guard raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(raw), n <= 86400 * 366 else {
+                throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --idle-exit: a number of seconds from 0 to 31622400")
             }
-            if let raw = a.value("--idle-exit") {
-                guard raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(raw), n <= 86400 * 366 else {
-                    throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --idle-exit: a number of seconds from 0 to 31622400")
-                }
-                o.idleExit = n
+            o.idleExit = n
+        }
+        for raw in a.all("--allow-uid") {
+            guard raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let uid = UInt32(raw), uid != UInt32.max else {
+                throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --allow-uid: a numeric user id")
             }
-            for raw in a.all("--allow-uid") {
-                guard raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let uid = UInt32(raw), uid != UInt32.max else {
-                    throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --allow-uid: a numeric user id")
-                }
-                o.allowedUIDs.append(uid)
-            }
-            return .serve(o)
-        })
+            o.allowedUIDs.append(uid)
+        }
+        options = o
+    }
+
+    func run(_ runner: Runner, _ g: GlobalOptions) throws -> Outcome { try runner.serve(g, options) }
+    /// Serving the credential is the broker's side's job.
+    static var clientMode: ClientModePolicy<Self> { .refused }
+    /// The broker stops after the answer during which a signal was deferred (`Runner.serve`).
+    static var handlesDeferredSignals: Bool { true }
 }
 
 /// `serve` (man page BROKER): the broker. The `Broker` module listens, checks the peer and
@@ -127,7 +136,7 @@ extension Runner {
                 let fresh = try runner.freshCredential(g, options)
                 body = try GetFormatter.format(fresh.credential, options.format, profile: g.profile)
             case .usage:
-                _ = try runner.dispatch(.usage(json: true, all: false), g)
+                _ = try UsageCommand(json: true, all: false).run(runner, g)
                 body = capture.takeAnswer()
             }
             // Notices (a token shorter-lived than min_ttl, diagnostics with --verbose) go to the

@@ -7,9 +7,9 @@ import Secrets
 import Broker
 
 /// `status` on the command line (man page VERBS).
-enum StatusCommand {
+struct StatusCommand: Verb {
     static let spec = VerbSpec(
-        name: "status", synopsis: "status [--json] [--all]",
+        name: "status",
         summary: "show who is signed in (no secrets)",
         details: """
         Shows email, plan, account id, expiry and store of the profile. Exit 0 when get
@@ -22,7 +22,18 @@ enum StatusCommand {
             OptionSpec("--all", "every profile found in either store"),
         ],
         examples: ["\(CommandLineSpec.programName) status", "\(CommandLineSpec.programName) status --all --json"],
-        parse: { a in .status(json: a.has("--json"), all: a.has("--all")) })
+        wordsFromOtherTools: ["whoami": "", "info": "", "list": "--all"])
+
+    var json = false
+    var all = false
+
+    init(_ a: VerbArguments) throws { json = a.has("--json"); all = a.has("--all") }
+
+    func run(_ runner: Runner, _ g: GlobalOptions) throws -> Outcome { try runner.status(g, json: json, all: all) }
+    static var clientMode: ClientModePolicy<Self> {
+        .throughTheBroker { verb, runner, g, broker in try runner.statusThroughBroker(broker, g, json: verb.json, all: verb.all) }
+    }
+    var keyringAdvice: KeyringAdvice { all ? .none : .useTheFileCopy }
 }
 
 /// `status [--json] [--all]` (man page VERBS): who is signed in, from the access cache or the

@@ -7,9 +7,9 @@ import Secrets
 import Broker
 
 /// `store` on the command line (man page VERBS).
-enum StoreCommand {
+struct StoreCommand: Verb {
     static let spec = VerbSpec(
-        name: "store", synopsis: "store [--from-codex [PATH]]",
+        name: "store",
         summary: "store a credential read from stdin (Codex auth.json or token JSON)",
         details: """
         Reads one credential (at most 64 KiB) from stdin: Codex's auth.json shape or
@@ -19,12 +19,21 @@ enum StoreCommand {
         (or "auto" and the item exists) or there is no auth.json; says which it read.
         """,
         options: [
-            OptionSpec("--from-codex", value: "PATH", valueOptional: true,
+            OptionSpec("--from-codex", value: "PATH", valueOptional: true, completion: .files,
                       "import Codex's credential: PATH, else $CODEX_HOME/auth.json (~/.codex/auth.json) or Codex's Secret Service item"),
         ],
         examples: ["\(CommandLineSpec.programName) store --from-codex",
-                   "\(CommandLineSpec.programName) store < tokens.json"],
-        parse: { a in .store(fromCodex: a.values["--from-codex"]) })
+                   "\(CommandLineSpec.programName) store < tokens.json"])
+
+    /// nil = read stdin; .some(nil) = the default Codex path; .some(path).
+    var fromCodex: String??
+
+    init(_ a: VerbArguments) throws { fromCodex = a.values["--from-codex"] }
+
+    func run(_ runner: Runner, _ g: GlobalOptions) throws -> Outcome { try runner.store(g, fromCodex: fromCodex) }
+    static var clientMode: ClientModePolicy<Self> { .refused }
+    /// Only a credential read from stdin: Codex's keeps its place (man page, STORES).
+    var keyringAdvice: KeyringAdvice { fromCodex == nil ? .keepInTheFile : .none }
 }
 
 /// `store [--from-codex [PATH]]` (man page VERBS): one credential from stdin or Codex, saved

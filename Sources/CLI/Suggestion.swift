@@ -2,14 +2,15 @@
 /// candidate by edit distance (a swap of two neighbours counts as one edit, as git's does), and
 /// the words people bring from other tools (`logout`, `token`) pointed at ours.
 enum Suggestion {
-    /// Words from gh, codex and docker that are not verbs here, and the verb that does the job.
-    static let verbsFromOtherTools: [String: String] = [
-        "logout": "erase", "log-out": "erase", "signout": "erase", "sign-out": "erase", "logoff": "erase", "remove": "erase",
-        "token": "get", "print": "get", "show": "get",
-        "signin": "login", "sign-in": "login", "auth": "login",
-        "whoami": "status", "info": "status", "list": "status --all",
-        "limits": "usage", "quota": "usage", "run": "exec",
-    ]
+    /// Words from gh, codex and docker that are not verbs here, and the verb (with options) that
+    /// does the job: each verb's `wordsFromOtherTools`.
+    static let verbsFromOtherTools: [String: String] = {
+        var words: [String: String] = [:]
+        for verb in CommandLineSpec.verbs {
+            for (word, options) in verb.wordsFromOtherTools { words[word] = options.isEmpty ? verb.name : verb.name + " " + options }
+        }
+        return words
+    }()
 
     /// The candidate closest to `word`, when it is close enough to be a typo: at most one edit
     /// for short words, two from six characters on, and never further than a third of the word.

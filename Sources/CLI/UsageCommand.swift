@@ -8,9 +8,9 @@ import Glibc
 #endif
 
 /// `usage` on the command line (man page VERBS, USAGE).
-enum UsageCommand {
+struct UsageCommand: Verb {
     static let spec = VerbSpec(
-        name: "usage", synopsis: "usage [--json] [--all]",
+        name: "usage",
         summary: "show the plan and rate-limit windows (5 h, 7 d) of the signed-in account",
         details: """
         Asks the ChatGPT backend (GET $CHATGPT_CREDENTIAL_BACKEND/wham/usage) with a fresh
@@ -28,7 +28,19 @@ enum UsageCommand {
             OptionSpec("--all", "every profile found in either store, side by side"),
         ],
         examples: ["\(CommandLineSpec.programName) usage", "\(CommandLineSpec.programName) usage --json | jq '.windows[]'"],
-        parse: { a in .usage(json: a.has("--json"), all: a.has("--all")) })
+        wordsFromOtherTools: ["limits": "", "quota": ""])
+
+    var json = false
+    var all = false
+
+    init(_ a: VerbArguments) throws { json = a.has("--json"); all = a.has("--all") }
+    init(json: Bool, all: Bool) { self.json = json; self.all = all }
+
+    func run(_ runner: Runner, _ g: GlobalOptions) throws -> Outcome { try runner.usage(g, json: json, all: all) }
+    static var clientMode: ClientModePolicy<Self> {
+        .throughTheBroker { verb, runner, g, broker in try runner.usageThroughBroker(broker, g, json: verb.json, all: verb.all) }
+    }
+    var keyringAdvice: KeyringAdvice { all ? .none : .useTheFileCopy }
 }
 
 /// `usage [--json]` (man page, USAGE): the plan and rate-limit windows of the signed-in account,

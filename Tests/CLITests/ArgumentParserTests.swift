@@ -19,8 +19,8 @@ import Testing
         for inv in [a, b] {
             #expect(inv.globals.profile.name == "work")
             #expect(inv.globals.store == .file)
-            guard case .get(let o) = inv.command else { Issue.record("not get"); return }
-            #expect(o == GetOptions())
+            guard let o = inv.command.verb as? GetCommand else { Issue.record("not get"); return }
+            #expect(o.options == GetOptions())
         }
     }
 
@@ -37,12 +37,12 @@ import Testing
     }
 
     @Test func refreshTakesAllAndIfIdleFromOneToThreeHundredSixtyFiveDays() throws {
-        guard case .refresh(let all, let days) = try parse(["refresh"]).command else { Issue.record("not refresh"); return }
-        #expect(!all && days == nil)
-        guard case .refresh(let all2, let days2) = try parse(["refresh", "--all", "--if-idle", "7"]).command else { Issue.record(); return }
-        #expect(all2 && days2 == 7)
-        guard case .refresh(_, let edge) = try parse(["refresh", "--if-idle=365"]).command else { Issue.record(); return }
-        #expect(edge == 365)
+        guard let plain = try parse(["refresh"]).command.verb as? RefreshCommand else { Issue.record("not refresh"); return }
+        #expect(!plain.all && plain.ifIdleDays == nil)
+        guard let idle = try parse(["refresh", "--all", "--if-idle", "7"]).command.verb as? RefreshCommand else { Issue.record(); return }
+        #expect(idle.all && idle.ifIdleDays == 7)
+        guard let edge = try parse(["refresh", "--if-idle=365"]).command.verb as? RefreshCommand else { Issue.record(); return }
+        #expect(edge.ifIdleDays == 365)
         for bad in ["0", "366", "-1", "abc", "7d", "", "1.5"] {
             #expect(throws: CredentialError.usage("invalid value '\(bad)' for --if-idle: a number of days from 1 to 365")) {
                 try parse(["refresh", "--if-idle", bad])
@@ -53,9 +53,9 @@ import Testing
     }
 
     @Test func getFormatsAndTTL() throws {
-        guard case .get(let o) = try parse(["get", "--json", "--min-ttl", "900", "--force-refresh"]).command else { Issue.record(); return }
+        guard let o = (try parse(["get", "--json", "--min-ttl", "900", "--force-refresh"]).command.verb as? GetCommand)?.options else { Issue.record(); return }
         #expect(o.format == .json && o.minTTL == 900 && o.requiredTTL == 900 && o.forceRefresh)
-        guard case .get(let small) = try parse(["get", "--min-ttl", "10"]).command else { Issue.record(); return }
+        guard let small = (try parse(["get", "--min-ttl", "10"]).command.verb as? GetCommand)?.options else { Issue.record(); return }
         #expect(small.minTTL == 300 && small.requiredTTL == 10)
     }
 
@@ -94,16 +94,16 @@ import Testing
     }
 
     @Test func usageTakesJSONAndGlobalOptions() throws {
-        guard case .usage(let plain, let plainAll) = try parse(["usage"]).command else { Issue.record("not usage"); return }
-        #expect(!plain && !plainAll)
+        guard let plain = try parse(["usage"]).command.verb as? UsageCommand else { Issue.record("not usage"); return }
+        #expect(!plain.json && !plain.all)
         let inv = try parse(["usage", "--json", "--profile", "work", "-v"])
-        guard case .usage(let json, let all) = inv.command else { Issue.record("not usage"); return }
-        #expect(json && !all && inv.globals.profile.name == "work" && inv.globals.verbose)
-        guard case .usage(let allJSON, let allAll) = try parse(["usage", "--all", "--json"]).command else { Issue.record("not usage"); return }
-        #expect(allJSON && allAll)
+        guard let json = inv.command.verb as? UsageCommand else { Issue.record("not usage"); return }
+        #expect(json.json && !json.all && inv.globals.profile.name == "work" && inv.globals.verbose)
+        guard let all = try parse(["usage", "--all", "--json"]).command.verb as? UsageCommand else { Issue.record("not usage"); return }
+        #expect(all.json && all.all)
         #expect(throws: CredentialError.usage("option --all given twice")) { try parse(["usage", "--all", "--all"]) }
-        guard case .help(let verb) = try parse(["usage", "--help"]).command else { Issue.record("not help"); return }
-        #expect(verb == "usage")
+        guard let help = try parse(["usage", "--help"]).command.verb as? HelpCommand else { Issue.record("not help"); return }
+        #expect(help.verb == "usage")
     }
 
     @Test func badEnvironmentValueIsUsage() {
@@ -154,11 +154,11 @@ import Testing
 
     @Test func execTakesEverythingAfterDoubleDash() throws {
         let inv = try parse(["exec", "--profile", "p", "--", "sh", "-c", "echo --json"])
-        guard case .exec(let argv) = inv.command else { Issue.record(); return }
-        #expect(argv == ["sh", "-c", "echo --json"])
+        guard let exec = inv.command.verb as? ExecCommand else { Issue.record(); return }
+        #expect(exec.argv == ["sh", "-c", "echo --json"])
         #expect(inv.globals.profile.name == "p")
-        guard case .exec(let bare) = try parse(["exec", "env"]).command else { Issue.record(); return }
-        #expect(bare == ["env"])
+        guard let bare = try parse(["exec", "env"]).command.verb as? ExecCommand else { Issue.record(); return }
+        #expect(bare.argv == ["env"])
     }
 
     @Test func programNameSelectsProtocol() throws {
@@ -172,18 +172,19 @@ import Testing
     }
 
     @Test func storeFromCodexOptionalPath() throws {
-        guard case .store(let none) = try parse(["store"]).command else { Issue.record(); return }
-        #expect(none == nil)
-        guard case .store(let dflt) = try parse(["store", "--from-codex"]).command else { Issue.record(); return }
-        #expect(dflt == .some(nil))
-        guard case .store(let path) = try parse(["store", "--from-codex", "/x/auth.json"]).command else { Issue.record(); return }
-        #expect(path == .some("/x/auth.json"))
+        guard let none = try parse(["store"]).command.verb as? StoreCommand else { Issue.record(); return }
+        #expect(none.fromCodex == nil)
+        guard let dflt = try parse(["store", "--from-codex"]).command.verb as? StoreCommand else { Issue.record(); return }
+        #expect(dflt.fromCodex == .some(nil))
+        guard let path = try parse(["store", "--from-codex", "/x/auth.json"]).command.verb as? StoreCommand else { Issue.record(); return }
+        #expect(path.fromCodex == .some("/x/auth.json"))
     }
 
     @Test func helpAndVersion() throws {
-        guard case .help(nil) = try parse(["--help"]).command else { Issue.record(); return }
-        guard case .help("get") = try parse(["get", "--help"]).command else { Issue.record(); return }
-        guard case .help("erase") = try parse(["help", "erase"]).command else { Issue.record(); return }
+        for (args, verb) in [(["--help"], nil), (["get", "--help"], "get"), (["help", "erase"], "erase")] as [([String], String?)] {
+            guard let help = try parse(args).command.verb as? HelpCommand else { Issue.record("\(args)"); return }
+            #expect(help.verb == verb, "\(args)")
+        }
         guard case .version = try parse(["--version"]).command else { Issue.record(); return }
     }
 

@@ -4,6 +4,8 @@ import Testing
 @testable import UsageBackend
 @testable import Broker
 @testable import CredentialCore
+import SystemRuntime
+import Secrets
 
 /// Client mode's command line (`--broker`, `CHATGPT_CREDENTIAL_BROKER`) and its reading of the
 /// broker's usage answer; the verbs themselves run end to end (BrokerClientEndToEndTests).
@@ -36,10 +38,19 @@ import Testing
         }
     }
 
-    @Test func theRefusedVerbIsNamedByTheWordTyped() throws {
-        #expect(Runner.verbName(try parse(["erase", "--no-revoke"]).command) == "erase")
-        #expect(Runner.verbName(try parse(["login", "--device"]).command) == "login")
-        #expect(Runner.verbName(try parse(["store"]).command) == "store")
+    /// Each verb's own policy decides (no list elsewhere): the verbs that change or serve a
+    /// credential are refused with exit 2 and named as typed, before the broker is asked.
+    @Test func theRefusedVerbsAreThoseThatChangeOrServeACredentialNamedAsTyped() throws {
+        let refused = CommandLineSpec.verbTypes.filter { $0.refusedInClientMode }.map { $0.spec.name }
+        #expect(refused == ["login", "store", "erase", "refresh", "serve"])
+        #expect(CommandLineSpec.verbTypes.filter { $0.worksThroughTheBroker }.map { $0.spec.name } == ["get", "status", "usage", "exec"])
+        let address = "unix:/nonexistent/broker.sock"
+        for name in refused {
+            let console = LinesConsole()
+            let runner = Runner(console: console, services: .live(settings: Settings(), console: console))
+            #expect(runner.run(try parse(["--broker", address, name])) == .exit(2), "\(name)")
+            #expect(console.lines == ["chatgpt-credential: '\(name)' is refused in client mode (broker \(address)): only the broker's side changes or serves the credential; run it there (see: chatgpt-credential --help)"])
+        }
     }
 
     /// What the broker answers for /v1/usage is what `usage --json` prints; read back, it renders
@@ -63,4 +74,16 @@ import Testing
         #expect(back.credits == nil)
         #expect(back.additional.map(\.name) == ["additional limit"])
     }
+}
+
+/// A console that keeps its stderr lines and reads nothing.
+final class LinesConsole: Console {
+    private(set) var lines: [String] = []
+    func out(_ text: String) {}
+    func out(_ secret: borrowing SecretBytes) {}
+    func err(_ line: String) { lines.append(line) }
+    func readInput(limit: Int) throws -> SecretBytes { SecretBytes() }
+    func readSome(_ max: Int) throws -> [UInt8] { [] }
+    var stdinIsTerminal: Bool { false }
+    var stderrIsTerminal: Bool { false }
 }

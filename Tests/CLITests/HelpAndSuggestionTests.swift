@@ -50,5 +50,19 @@ import Testing
         #expect(Suggestion.forVerb("token") == "; to do that here: chatgpt-credential get (see: chatgpt-credential get --help)")
         #expect(Suggestion.forVerb("logout") == "; to do that here: chatgpt-credential erase (see: chatgpt-credential erase --help)")
         #expect(Suggestion.distance(Array("ab".utf8), Array("ba".utf8)) == 1)
+        #expect(Suggestion.forVerb("list") == "; to do that here: chatgpt-credential status --all (see: chatgpt-credential status --help)")
+    }
+
+    /// Each verb names the words other tools use for its job: a word is pointed at one verb only,
+    /// and is never a verb's own name (it would shadow nothing, but it would mislead).
+    @Test func wordsFromOtherToolsPointAtOneVerbEach() {
+        var claimedBy: [String: [String]] = [:]
+        for v in CommandLineSpec.verbs { for word in v.wordsFromOtherTools.keys { claimedBy[word, default: []].append(v.name) } }
+        for (word, verbs) in claimedBy {
+            #expect(verbs.count == 1, "'\(word)' is claimed by \(verbs)")
+            #expect(CommandLineSpec.verb(word) == nil, "'\(word)' is a verb")
+        }
+        #expect(Set(Suggestion.verbsFromOtherTools.keys) == Set(claimedBy.keys))
+        #expect(claimedBy.count >= 18) // not vacuous
     }
 }

@@ -9,14 +9,18 @@ import Testing
         try ArgumentParser.parse(["chatgpt-credential"] + args, settings: Settings()).command
     }
 
+    func serveOptions(_ args: [String]) throws -> ServeOptions? {
+        (try parse(args).verb as? ServeCommand)?.options
+    }
+
     @Test func defaultsLeaveEverythingToTheServer() throws {
-        guard case .serve(let o) = try parse(["serve"]) else { Issue.record("not serve"); return }
+        guard let o = try serveOptions(["serve"]) else { Issue.record("not serve"); return }
         #expect(o == ServeOptions())
         #expect(o.socket == nil && o.idleExit == nil && o.allowedUIDs.isEmpty)
     }
 
     @Test func everyOptionAndRepeatedAllowUID() throws {
-        guard case .serve(let o) = try parse(["--profile", "work", "serve", "--socket", "/tmp/x/b.sock", "--idle-exit=30",
+        guard let o = try serveOptions(["--profile", "work", "serve", "--socket", "/tmp/x/b.sock", "--idle-exit=30",
                                               "--allow-uid", "1001", "--allow-uid=0"]) else { Issue.record("not serve"); return }
         #expect(o == ServeOptions(socket: "/tmp/x/b.sock", idleExit: 30, allowedUIDs: [1001, 0]))
     }
