@@ -47,7 +47,7 @@ APT_PACKAGES := libsecret-1-dev libsodium-dev libcurl4-openssl-dev pkg-config \
                 dpkg-dev binutils lintian mmdebstrap debian-archive-keyring mount keyutils \
                 bubblewrap openssh-server openssh-client jq
 
-.PHONY: help setup deps apt-packages build release run test test-load test-unit bench bench-smoke demo install install-units uninstall lint-man fuzz fuzz-smoke clean \
+.PHONY: help setup deps apt-packages build release run test test-load test-unit bench bench-smoke demo install install-units uninstall lint-man docs fuzz fuzz-smoke clean \
         version deb dist lint-deb test-package
 
 help:
@@ -57,6 +57,7 @@ help:
 	@echo "make test       the whole test suite in a throwaway D-Bus session with gnome-keyring"
 	@echo "make test-load  the long loads (LongLoad… suites: many-round races, broker load), also in CI"
 	@echo "make demo       an offline walk-through against the local test issuer"
+	@echo "make docs       write the completions and the man page's synopsis and option lists from the verbs' specs"
 	@echo "make bench      benchmarks against the C reference helpers -> bench/results.md"
 	@echo "make fuzz       every libFuzzer target for FUZZ_SECONDS (60) each; fuzz-smoke: 10 s each"
 	@echo "make install    PREFIX=/usr/local DESTDIR= ; make uninstall reverses it (install-units: the systemd user units alone)"
@@ -116,6 +117,11 @@ test-unit:
 
 lint-man:
 	mandoc -Tlint -Wwarning man/chatgpt-credential.1
+
+# The completions and the man page's generated regions, from the verbs' registry (ccred-docs, a
+# build tool that is not installed); DocsTests fails when the committed files differ from them.
+docs:
+	$(SWIFT) run $(IMPORT_CHECK) ccred-docs $(CURDIR)
 
 bench: release
 	scripts/with-keyring python3 bench/bench.py

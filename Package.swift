@@ -34,6 +34,8 @@ let libsecretIncludes = [
 //   Broker            <- CredentialCore, SystemRuntime, Transport, Secrets        the broker's socket, HTTP framing, peer check, client
 //   CLI               <- all of the above but Stores   the command line, verbs, output formats
 //   chatgpt-credential <- CLI                          argv -> Invocation -> Runner -> exit
+//   CommandLineDocs   <- CLI, HelperProtocols          the completions and the man page's generated regions (make docs)
+//   ccred-docs        <- CommandLineDocs               make docs: writes them (not installed)
 let package = Package(
     name: "chatgpt-credential",
     products: [
@@ -90,6 +92,10 @@ let package = Package(
         ),
         // argv -> Invocation -> run -> exit code.
         .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "SystemRuntime", "Secrets", "CSystemShims"]),
+        // The completions and the man page's synopsis and option lists, written from the verbs'
+        // registry by `make docs` (ccred-docs) and checked by DocsTests; never shipped.
+        .target(name: "CommandLineDocs", dependencies: ["CLI", "HelperProtocols"]),
+        .executableTarget(name: "ccred-docs", dependencies: ["CommandLineDocs"]),
 
         // Test doubles shared by the unit tests (never shipped).
         .target(name: "TestSupport", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "Secrets"], path: "Tests/TestSupport"),
@@ -109,7 +115,7 @@ let package = Package(
         .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "BrokerServerTests", dependencies: ["Broker", "Transport", "CredentialCore", "Secrets"]),
-        .testTarget(name: "CLITests", dependencies: ["CLI", "Credentials", "Stores", "OAuth", "Transport", "UsageBackend", "SignIn", "HelperProtocols", "AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["CLI", "CommandLineDocs", "Credentials", "Stores", "OAuth", "Transport", "UsageBackend", "SignIn", "HelperProtocols", "AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["CLI", "Stores", "OAuth", "Transport", "HelperProtocols", "CredentialCore", "SystemRuntime", "Age", "Secrets", "TestSupport", "chatgpt-credential", "seccomp-exec"],

@@ -1,6 +1,8 @@
 # bash completion for chatgpt-credential(1)                              -*- shell-script -*-
 # Installed as share/bash-completion/completions/chatgpt-credential; also works without the
-# bash-completion package (source it). Kept in step with CommandLineSpec.swift by DocsTests.
+# bash-completion package (source it). Written by `make docs` from the verbs' specs
+# (Sources/CLI/…Command.swift) and the global options (Sources/CLI/CommandLineSpec.swift):
+# change those, then run `make docs`.
 
 # Profile names from `status --all --json`: each "profile":"NAME" member (names are letters,
 # digits, '.', '_' and '-', so no escape can hide one; a member inside a string would have its
@@ -17,8 +19,8 @@ _chatgpt_credential_profiles()
     done
 }
 
-# File names for an option's PATH value (`serve --socket`, `store --from-codex`), the `--opt=`
-# prefix put back; one name per line, so names with spaces stay whole.
+# File names for an option's PATH value, the `--opt=` prefix put back; one name per line,
+# so names with spaces stay whole.
 _chatgpt_credential_files()
 {
     local IFS=$'\n'
@@ -30,8 +32,8 @@ _chatgpt_credential_files()
 _chatgpt_credential()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev= prefix=
-    local verbs="login get store erase status usage refresh exec serve help"
-    local globals="--profile --store --protocol --non-interactive --verbose -v --no-cache --broker --version --help -h"
+    local verbs='login get store erase status usage refresh exec serve help'
+    local globals='--profile --store --protocol --non-interactive --verbose -v --no-cache --broker --version --help -h'
     (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}
     COMPREPLY=()
 
@@ -47,7 +49,7 @@ _chatgpt_credential()
         cur=${cur#*=}
     fi
 
-    # Find the verb (and, for exec, the "--" after which the command starts).
+    # Find the verb (and, after a command verb, the "--" after which the command starts).
     local i w verb= wire=plain dashdash=
     for (( i = 1; i < COMP_CWORD; i++ )); do
         w=${COMP_WORDS[i]}
@@ -66,7 +68,7 @@ _chatgpt_credential()
         esac
     done
 
-    # exec -- CMD ARG…: complete the command as the shell would.
+    # After the command verb's --: complete the command as the shell would.
     if [[ -n $dashdash ]]; then
         if (( COMP_CWORD == dashdash + 1 )); then
             COMPREPLY=($(compgen -c -- "$cur" | sort -u))
@@ -79,26 +81,24 @@ _chatgpt_credential()
     fi
 
     # Values of options.
-    local values IFS=$' \t\n'
+    local values= offer= IFS=$' \t\n'
     case $prev in
-        --store) values="auto secret-service file" ;;
-        --protocol) values="plain git docker" ;;
-        --profile) values=$(_chatgpt_credential_profiles) ;;
-        --min-ttl|--if-idle|--idle-exit|--allow-uid) return 0 ;;
-        --broker) return 0 ;; # unix:/absolute/path: nothing sensible to offer
+        --broker|--min-ttl|--if-idle|--idle-exit|--allow-uid) return 0 ;; # typed, nothing to offer
+        --profile) offer=1 values=$(_chatgpt_credential_profiles) ;;
+        --store) offer=1 values='auto secret-service file' ;;
+        --protocol) offer=1 values='plain git docker' ;;
+        --from-codex)
+            if [[ $verb == store && ( -n $prefix || $cur != -* ) ]]; then
+                _chatgpt_credential_files "$cur" "$prefix"
+                return 0
+            fi ;;
         --socket)
             if [[ $verb == serve ]]; then
                 _chatgpt_credential_files "$cur" "$prefix"
                 return 0
             fi ;;
-        --from-codex)
-            # An optional PATH: offer files unless the word looks like the next option.
-            if [[ $verb == store && ( -n $prefix || $cur != -* ) ]]; then
-                _chatgpt_credential_files "$cur" "$prefix"
-                return 0
-            fi ;;
     esac
-    if [[ $prev == --store || $prev == --protocol || $prev == --profile ]]; then
+    if [[ -n $offer ]]; then
         COMPREPLY=($(compgen -W "$values" -- "$cur"))
         [[ -n $prefix ]] && COMPREPLY=("${COMPREPLY[@]/#/$prefix}")
         return 0
@@ -122,11 +122,11 @@ _chatgpt_credential()
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
     elif [[ -z $verb ]]; then
         case $wire in
-            git) COMPREPLY=($(compgen -W "get store erase" -- "$cur")) ;;
-            docker) COMPREPLY=($(compgen -W "get store erase list version" -- "$cur")) ;;
+            git) COMPREPLY=($(compgen -W 'get store erase' -- "$cur")) ;;
+            docker) COMPREPLY=($(compgen -W 'get store erase list version' -- "$cur")) ;;
             *) COMPREPLY=($(compgen -W "$verbs" -- "$cur")) ;;
         esac
-    elif [[ $verb == help && $prev == help ]]; then
+    elif [[ ( $verb == help ) && $prev == "$verb" ]]; then
         COMPREPLY=($(compgen -W "$verbs" -- "$cur"))
     fi
     return 0

@@ -1,6 +1,7 @@
 # fish completion for chatgpt-credential(1). Installed as
-# share/fish/vendor_completions.d/chatgpt-credential.fish. Kept in step with
-# CommandLineSpec.swift by DocsTests.
+# share/fish/vendor_completions.d/chatgpt-credential.fish.
+# Written by `make docs` from the verbs' specs (Sources/CLI/…Command.swift) and the global
+# options (Sources/CLI/CommandLineSpec.swift): change those, then run `make docs`.
 
 # Profile names from `status --all --json`: each "profile":"NAME" member (names are letters,
 # digits, '.', '_' and '-', so no escape can hide one; a member inside a string would have its
@@ -67,67 +68,67 @@ complete -c $c -f
 
 # Verbs.
 complete -c $c -n __chatgpt_credential_no_verb -a login -d 'sign in and store the tokens'
-complete -c $c -n __chatgpt_credential_no_verb -a get -d 'print a fresh access token'
-complete -c $c -n __chatgpt_credential_no_verb -a store -d 'store a credential read from stdin'
-complete -c $c -n __chatgpt_credential_no_verb -a erase -d 'revoke and remove the stored credential'
+complete -c $c -n __chatgpt_credential_no_verb -a get -d 'print a fresh access token (refreshing first when needed)'
+complete -c $c -n __chatgpt_credential_no_verb -a store -d 'store a credential read from stdin (Codex auth.json or token JSON)'
+complete -c $c -n __chatgpt_credential_no_verb -a erase -d 'revoke the refresh token and remove the stored credential'
 complete -c $c -n __chatgpt_credential_no_verb -a status -d 'show who is signed in (no secrets)'
-complete -c $c -n __chatgpt_credential_no_verb -a usage -d 'show the plan and rate-limit windows'
-complete -c $c -n __chatgpt_credential_no_verb -a refresh -d 'refresh now (all, or only idle ones)'
-complete -c $c -n __chatgpt_credential_no_verb -a exec -d 'run CMD with the token in its environment'
-complete -c $c -n __chatgpt_credential_no_verb -a serve -d 'answer token requests over a UNIX socket'
+complete -c $c -n __chatgpt_credential_no_verb -a usage -d 'show the plan and rate-limit windows (5 h, 7 d) of the signed-in account'
+complete -c $c -n __chatgpt_credential_no_verb -a refresh -d 'refresh now, as get --force-refresh would, printing nothing on stdout'
+complete -c $c -n __chatgpt_credential_no_verb -a exec -d 'run CMD with CHATGPT_ACCESS_TOKEN and CHATGPT_ACCOUNT_ID set'
+complete -c $c -n __chatgpt_credential_no_verb -a serve -d 'answer token requests over a UNIX socket (the broker)'
 complete -c $c -n __chatgpt_credential_no_verb -a help -d 'show help for a verb'
 complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status usage refresh exec serve help'
 
-# Global options, before or after the verb (not after exec's --).
+# Global options, before or after the verb (not after the command verb's --).
 set -l g 'not __chatgpt_credential_in_exec_command'
-complete -c $c -n $g -l profile -x -a '(__chatgpt_credential_profiles)' -d 'which signed-in account'
-complete -c $c -n $g -l store -x -a 'auto secret-service file' -d 'where tokens live'
-complete -c $c -n $g -l protocol -x -a 'plain git docker' -d 'how verbs read stdin and write stdout'
+complete -c $c -n $g -l profile -x -a '(__chatgpt_credential_profiles)' -d 'which signed-in account (default: default); names are [A-Za-z0-9][A-Za-z0-9._-]{0,63}'
+complete -c $c -n $g -l store -x -a 'auto secret-service file' -d 'where tokens live: auto (default), secret-service or file'
+complete -c $c -n $g -l protocol -x -a 'plain git docker' -d 'how verbs read stdin and write stdout (default: plain, or from the program name)'
 complete -c $c -n $g -l non-interactive -d 'never prompt, never open a browser'
 complete -c $c -n $g -s v -l verbose -d 'diagnostics on stderr, secrets redacted'
-complete -c $c -n $g -l no-cache -d 'do not use the access cache in the kernel keyring'
-complete -c $c -n $g -l broker -x -d 'client mode: ask the broker at unix:PATH'
+complete -c $c -n $g -l no-cache -d 'neither read nor write the access cache in the kernel keyring'
+complete -c $c -n $g -l broker -x -d 'client mode: ask the broker on this socket instead of any store (get, status, usage, exec, git/docker get)'
 complete -c $c -n $g -l version -d 'print the version and exit'
-complete -c $c -n $g -s h -l help -d 'show help'
+complete -c $c -n $g -s h -l help -d 'show help (also after any verb)'
 
 # login
-complete -c $c -n '__chatgpt_credential_verb_is login' -l device -d 'device code flow'
-complete -c $c -n '__chatgpt_credential_verb_is login' -l browser -d 'browser flow with a loopback listener'
-complete -c $c -n '__chatgpt_credential_verb_is login' -l no-browser -d 'print the URL, paste the address back'
-complete -c $c -n '__chatgpt_credential_verb_is login' -l clipboard -d 'also offer the device code to the terminal clipboard'
+complete -c $c -n '__chatgpt_credential_verb_is login' -l device -d 'device code flow: shows a URL and a code to enter on any device'
+complete -c $c -n '__chatgpt_credential_verb_is login' -l browser -d 'browser flow with a loopback listener on 127.0.0.1:1455 (1457 when busy)'
+complete -c $c -n '__chatgpt_credential_verb_is login' -l no-browser -d 'print the sign-in URL, then paste the address the browser ended on'
+complete -c $c -n '__chatgpt_credential_verb_is login' -l clipboard -d 'device code flow: also offer the code to the terminal\'s clipboard (OSC 52)'
 
 # get
-complete -c $c -n '__chatgpt_credential_verb_is get' -l account-id -d 'print the ChatGPT account id'
-complete -c $c -n '__chatgpt_credential_verb_is get' -l id-token -d 'print the id token'
-complete -c $c -n '__chatgpt_credential_verb_is get' -l json -d 'print token, account, expiry, email, plan as JSON'
-complete -c $c -n '__chatgpt_credential_verb_is get' -l header -d 'print the two HTTP headers'
-complete -c $c -n '__chatgpt_credential_verb_is get' -l env -d 'print shell assignments for eval'
-complete -c $c -n '__chatgpt_credential_verb_is get' -l min-ttl -x -d 'refresh unless valid this many seconds'
-complete -c $c -n '__chatgpt_credential_verb_is get' -l force-refresh -d 'refresh now'
+complete -c $c -n '__chatgpt_credential_verb_is get' -l account-id -d 'print the ChatGPT account id instead'
+complete -c $c -n '__chatgpt_credential_verb_is get' -l id-token -d 'print the id token instead'
+complete -c $c -n '__chatgpt_credential_verb_is get' -l json -d 'print {access_token, account_id, expires_at, email, plan} as JSON'
+complete -c $c -n '__chatgpt_credential_verb_is get' -l header -d 'print \'Authorization: Bearer TOKEN\' and \'ChatGPT-Account-ID: ID\''
+complete -c $c -n '__chatgpt_credential_verb_is get' -l env -d 'print CHATGPT_ACCESS_TOKEN=… and CHATGPT_ACCOUNT_ID=…, shell-quoted, for eval'
+complete -c $c -n '__chatgpt_credential_verb_is get' -l min-ttl -x -d 'refresh unless the token is valid this long (default and minimum: 300)'
+complete -c $c -n '__chatgpt_credential_verb_is get' -l force-refresh -d 'refresh now, whatever the expiry'
 
 # store
-complete -c $c -n '__chatgpt_credential_verb_is store' -l from-codex -r -F -d "import Codex's credential [PATH]"
+complete -c $c -n '__chatgpt_credential_verb_is store' -l from-codex -r -F -d 'import Codex\'s credential: PATH, else $CODEX_HOME/auth.json (~/.codex/auth.json) or Codex\'s Secret Service item'
 
 # erase
-complete -c $c -n '__chatgpt_credential_verb_is erase' -l no-revoke -d 'do not revoke at the issuer'
+complete -c $c -n '__chatgpt_credential_verb_is erase' -l no-revoke -d 'do not contact the issuer; only remove the stored credential'
 
 # status
 complete -c $c -n '__chatgpt_credential_verb_is status' -l json -d 'machine-readable output'
-complete -c $c -n '__chatgpt_credential_verb_is status' -l all -d 'every profile in either store'
+complete -c $c -n '__chatgpt_credential_verb_is status' -l all -d 'every profile found in either store'
 
 # usage
-complete -c $c -n '__chatgpt_credential_verb_is usage' -l json -d 'plan, windows, credits as JSON'
-complete -c $c -n '__chatgpt_credential_verb_is usage' -l all -d 'every profile, side by side'
+complete -c $c -n '__chatgpt_credential_verb_is usage' -l json -d 'print {plan, allowed, limit_reached, windows, credits, additional_limits} as JSON'
+complete -c $c -n '__chatgpt_credential_verb_is usage' -l all -d 'every profile found in either store, side by side'
 
 # refresh
-complete -c $c -n '__chatgpt_credential_verb_is refresh' -l all -d 'every profile in either store'
-complete -c $c -n '__chatgpt_credential_verb_is refresh' -l if-idle -x -d 'only profiles idle this many days (1-365)'
+complete -c $c -n '__chatgpt_credential_verb_is refresh' -l all -d 'every profile found in either store'
+complete -c $c -n '__chatgpt_credential_verb_is refresh' -l if-idle -x -d 'only profiles last refreshed at least DAYS days ago (1-365)'
 
 # serve
-complete -c $c -n '__chatgpt_credential_verb_is serve' -l socket -r -F -d 'the socket to create'
-complete -c $c -n '__chatgpt_credential_verb_is serve' -l idle-exit -x -d 'exit 0 after this many idle seconds'
-complete -c $c -n '__chatgpt_credential_verb_is serve' -l allow-uid -x -d 'also answer this user id (repeatable)'
+complete -c $c -n '__chatgpt_credential_verb_is serve' -l socket -r -F -d 'the socket to create (default: broker.sock in the runtime directory, see FILES)'
+complete -c $c -n '__chatgpt_credential_verb_is serve' -l idle-exit -x -d 'exit 0 after this long without a connection (default 0 = never; 60 under socket activation)'
+complete -c $c -n '__chatgpt_credential_verb_is serve' -l allow-uid -x -d 'also answer processes of this user id (repeatable)'
 
-# exec -- CMD ARG…
+# exec -- CMD [ARG…]
 complete -c $c -n '__chatgpt_credential_verb_is exec; and not __chatgpt_credential_in_exec_command' -a -- -d 'the command follows'
 complete -c $c -n __chatgpt_credential_in_exec_command -x -a '(__chatgpt_credential_complete_exec_command)'

@@ -150,6 +150,12 @@ public enum CommandLineSpec {
         OptionSpec("--help", short: "h", "show help (also after any verb)"),
     ]
 
+    /// The global options that set something, as opposed to `--version` and `--help`, which
+    /// print something and exit: what a verb's `--help` and the man page's synopsis list.
+    package static var settingOptions: [OptionSpec] {
+        globalOptions.filter { $0.long != "--help" && $0.long != "--version" }
+    }
+
     /// Every verb, in the order `--help` lists them: the one list of verbs. Each is a `Verb` type
     /// in its own `…Command.swift`, its spec, parsing and behaviour next to each other.
     static let verbTypes: [any Verb.Type] = [
@@ -267,7 +273,7 @@ public enum CommandLineSpec {
             s += "\nExamples:\n"
             for e in v.examples { s += e.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") + "\n" }
         }
-        let globals = globalOptions.filter { $0.long != "--help" && $0.long != "--version" }.map { o in
+        let globals = settingOptions.map { o in
             o.value.map { "\(o.long) \($0)" } ?? o.long
         }
         s += "\n" + wrap("Global options: " + globals.joined(separator: ", ") + " (see: \(programName) --help).", width: width, indent: 2).dropFirst(2) + "\n"

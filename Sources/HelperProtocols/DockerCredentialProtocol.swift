@@ -17,7 +17,7 @@ public enum DockerCredentialProtocol {
     /// The key `list` reports the credential under.
     public static let listServerURL = "https://chatgpt.com"
 
-    public enum Verb: String, Sendable {
+    public enum Verb: String, Sendable, CaseIterable {
         case get, store, erase, list, version
         public init?(argument: String) { self.init(rawValue: argument) }
     }

@@ -13,7 +13,7 @@ public enum GitCredentialProtocol {
     /// Most bytes read for one request, line feeds included.
     public static let maxTotalBytes = 64 * 1024
 
-    public enum Verb: String, Sendable {
+    public enum Verb: String, Sendable, CaseIterable {
         case get, store, erase
         /// nil for any other word: git requires unknown verbs to be ignored (exit 0, no output).
         public init?(argument: String) { self.init(rawValue: argument) }

@@ -8,9 +8,11 @@ import Testing
 @testable import HelperProtocols
 @testable import CredentialCore
 @testable import Secrets
+@testable import CommandLineDocs
 
-/// Keeps the man page and the shell completions in step with `CommandLineSpec`, and checks that
-/// each of them is valid for its tool (mandoc, bash, zsh, fish) and completes what it should.
+/// The completions and the man page's generated regions are what `make docs` writes from the
+/// verbs' registry; each file is valid for its tool (mandoc, bash, zsh, fish) and completes what
+/// it should; the man page's own prose keeps its sections and examples.
 @Suite struct DocsTests {
     static let repoRoot: String = {
         var url = URL(fileURLWithPath: #filePath)
@@ -30,37 +32,48 @@ import Testing
         try String(contentsOfFile: path, encoding: .utf8)
     }
 
-    /// True when `text` contains `needle` not followed by another option-name character
-    /// (so `--json` is not satisfied by `--json-lines`).
-    static func containsWord(_ text: String, _ needle: String) -> Bool {
-        var search = text[...]
-        while let r = search.range(of: needle) {
-            let next = r.upperBound < search.endIndex ? search[r.upperBound] : " "
-            if !(next.isLetter || next.isNumber || next == "-" || next == "_") { return true }
-            search = search[r.upperBound...]
-        }
-        return false
-    }
-
-    // MARK: drift: every option and verb is documented and completed
+    // MARK: the registry
 
     @Test func specIsNotEmpty() {
-        // The drift tests below would pass vacuously on an empty table.
+        // The tests below that walk every verb and option would pass vacuously on an empty table.
         #expect(CommandLineSpec.allLongOptions.count >= 20)
         #expect(Self.verbNames.count >= 7)
     }
 
-    @Test func manPageDocumentsEveryOptionAndVerb() throws {
-        let lines = try Self.read(Self.manPage).split(separator: "\n").map(String.init)
-        let items = lines.filter { $0.hasPrefix(".It ") }
-        for option in CommandLineSpec.allLongOptions {
-            // Documented as a list item: `.It Fl -min-ttl Ar SECONDS`, `.It Fl v , Fl -verbose`.
-            let mdoc = "Fl -" + option.dropFirst(2)
-            #expect(items.contains { Self.containsWord($0, mdoc) }, "man page has no .It entry for \(option)")
-        }
+    // MARK: generated: the completions and the man page's synopsis and option lists
+
+    /// A generated file differs from what `make docs` writes (the registry changed, or someone
+    /// edited the file): the first line that differs, and what to run.
+    @Test(arguments: GeneratedFiles.paths)
+    func generatedFilesAreWhatMakeDocsWrites(_ path: String) throws {
+        let committed = try Self.read(Self.repoRoot + "/" + path)
+        let generated = try GeneratedFiles.text(of: path, current: committed)
+        guard generated != committed else { return }
+        let a = committed.split(separator: "\n", omittingEmptySubsequences: false)
+        let b = generated.split(separator: "\n", omittingEmptySubsequences: false)
+        let line = (0..<min(a.count, b.count)).first { a[$0] != b[$0] } ?? min(a.count, b.count)
+        Issue.record("""
+            \(path) differs from what `make docs` writes from the verbs' specs; run `make docs` and commit the result.
+            First difference, line \(line + 1):
+              committed: \(line < a.count ? String(a[line]) : "(end of file)")
+              generated: \(line < b.count ? String(b[line]) : "(end of file)")
+            """)
+    }
+
+    /// The man page's item heads and option lists are the registry's: every verb and option has
+    /// its `.It` (what the old drift test checked, now by construction), each option once.
+    @Test func manPageItemsAreTheRegistrysOptionsAndVerbs() throws {
+        let items = try Self.read(Self.manPage).split(separator: "\n").map(String.init).filter { $0.hasPrefix(".It ") }
         for verb in Self.verbNames {
-            #expect(items.contains { Self.containsWord($0, "Cm " + verb) }, "man page has no .It entry for verb \(verb)")
+            #expect(items.contains { $0 == ".It Cm \(verb)" || $0 == ".It Xo Cm \(verb)" }, "man page has no .It entry for verb \(verb)")
         }
+        let global = CommandLineSpec.globalOptions.map { ".It " + ManPage.option($0, short: " , Fl ", long: "-") }
+        for head in global { #expect(items.filter { $0 == head }.count == 1, "man page: \(head)") }
+        #expect(global.contains(".It Fl v , Fl -verbose") && global.contains(".It Fl -store Cm auto | secret-service | file"))
+    }
+
+    @Test func manPageKeepsItsEnvironmentAndSections() throws {
+        let lines = try Self.read(Self.manPage).split(separator: "\n").map(String.init)
         for spec in CommandLineSpec.globalOptions {
             if let env = spec.env {
                 #expect(lines.contains(".It Ev \(env)"), "ENVIRONMENT lacks \(env)")
@@ -121,14 +134,11 @@ import Testing
         }
     }
 
-    @Test func manPageRendersEveryOptionAndVerb() throws {
+    @Test func manPageRendersItsTopics() throws {
         guard let mandoc = Self.which("mandoc") else { return } // CI installs mandoc
         let r = Self.run(mandoc, ["-T", "ascii", Self.manPage])
         #expect(r.status == 0)
         let text = Self.stripOverstrike(r.stdout)
-        for option in CommandLineSpec.allLongOptions {
-            #expect(Self.containsWord(text, option), "rendered man page lacks \(option)")
-        }
         for needle in ["credential.https://chatgpt.com.helper chatgpt", "!chatgpt-credential --protocol git",
                        "\"credHelpers\": { \"chatgpt.com\": \"chatgpt\" }", "credentials not found in native keychain",
                        "max(300, --min-ttl)", "NAME.lock", "NAME.age", "CHATGPT_CREDENTIAL_ISSUER",
@@ -152,26 +162,6 @@ import Testing
         let r = Self.run(mandoc, ["-Tlint", "-Wwarning", Self.manPage])
         #expect(r.status == 0, "mandoc -Tlint -Wwarning exit \(r.status)")
         #expect(r.stdout.isEmpty && r.stderr.isEmpty, "mandoc lint output:\n\(r.stdout)\(r.stderr)")
-    }
-
-    @Test(arguments: [bashCompletion, zshCompletion])
-    func completionNamesEveryOptionAndVerb(_ path: String) throws {
-        let text = try Self.read(path)
-        for option in CommandLineSpec.allLongOptions {
-            #expect(Self.containsWord(text, option), "\(path) lacks \(option)")
-        }
-        for verb in Self.verbNames { #expect(Self.containsWord(text, verb), "\(path) lacks verb \(verb)") }
-        for choice in StoreChoice.allCases.map(\.rawValue) + ["plain", "git", "docker"] {
-            #expect(Self.containsWord(text, choice), "\(path) lacks value \(choice)")
-        }
-    }
-
-    @Test func fishCompletionNamesEveryOptionAndVerb() throws {
-        let text = try Self.read(Self.fishCompletion)
-        for option in CommandLineSpec.allLongOptions {
-            #expect(Self.containsWord(text, "-l " + option.dropFirst(2)), "fish completion lacks -l \(option.dropFirst(2))")
-        }
-        for verb in Self.verbNames { #expect(Self.containsWord(text, "-a " + verb), "fish completion lacks verb \(verb)") }
     }
 
     // MARK: usage: the examples are what the renderer prints
@@ -323,6 +313,74 @@ import Testing
         let r = Self.run(zsh, ["-n", Self.zshCompletion])
         #expect(r.status == 0 && r.stderr.isEmpty, "zsh -n: \(r.stderr)")
         #expect(try Self.read(Self.zshCompletion).hasPrefix("#compdef chatgpt-credential\n"))
+    }
+
+    /// Types `line` and TAB into an interactive zsh (in a pty, `zsh/zpty`) whose completion system
+    /// loads the repository's `_chatgpt-credential`, with a stub `chatgpt-credential` on PATH; returns
+    /// the command line after the TAB and the words zsh listed (options, or values) when it listed
+    /// some. nil without zsh.
+    static func zshComplete(_ line: String, stubOutput: String = "") throws -> (buffer: String, listed: [String])? {
+        guard let zsh = which("zsh") else { return nil }
+        let stub = try StubBinary(stdout: stubOutput, stderr: "boom")
+        defer { stub.remove() }
+        let completions = URL(fileURLWithPath: zshCompletion).deletingLastPathComponent().path
+        // The marker is computed, so the echo of the typed definition never matches it.
+        let script = """
+        zmodload zsh/zpty || exit 97
+        zpty z zsh -f -i
+        zpty -w z 'PS1="%% "; fpath=(\(completions) $fpath); autoload -U compinit; compinit -u -D'
+        zpty -w z 'zstyle ":completion:*" list-separator "#"; LISTMAX=0; COLUMNS=400'
+        zpty -w z 'show() { print -r -- "@@$((6*7))@@$BUFFER@@$((6*7))@@"; BUFFER=; }; zle -N show; bindkey "^X^P" show'
+        zpty -w -n z \(GetFormatter.shellQuote(line))$'\\t\\C-x\\C-p'
+        zpty -r z out '*@@42@@*@@42@@*'
+        print -r -- "$out"
+        zpty -d z
+        """
+        let r = run("/usr/bin/timeout", ["30", zsh, "-f", "-c", script], path: stub.directory)
+        #expect(r.status == 0, "zsh exit \(r.status): \(r.stderr)")
+        // Without the terminal's carriage returns, bells and escape sequences.
+        let plain = String(String.UnicodeScalarView(r.stdout.unicodeScalars.filter { $0 != "\r" && $0 != "\u{7}" }))
+        let text = plain.replacing(try Regex("\u{1b}\\[[0-9;?]*[A-Za-z]"), with: "")
+        let parts = text.components(separatedBy: "@@42@@")
+        guard parts.count >= 3 else { Issue.record("zsh printed no command line: \(text)"); return (line, []) }
+        // A listing, after the typed line: one candidate a row, its description after the separator.
+        let listing = parts[0].components(separatedBy: line).dropFirst().joined(separator: line)
+        let listed = listing.split(separator: "\n").compactMap { row -> String? in
+            let word = row.prefix { $0 != " " && $0 != "#" }
+            return row.dropFirst(word.count).drop { $0 == " " }.hasPrefix("#") ? String(word) : nil
+        }
+        return (parts[1], listed)
+    }
+
+    @Test(arguments: [
+        ("chatgpt-credential g", "chatgpt-credential get "),
+        ("chatgpt-credential get --min", "chatgpt-credential get --min-ttl="),
+        ("chatgpt-credential --store s", "chatgpt-credential --store secret-service "),
+        ("chatgpt-credential --protocol docker l", "chatgpt-credential --protocol docker list "),
+        // An exclusive group: with --json given, --env is not offered.
+        ("chatgpt-credential get --json --e", "chatgpt-credential get --json --e"),
+        // A repeatable option is offered again.
+        ("chatgpt-credential serve --allow-uid 1 --allow", "chatgpt-credential serve --allow-uid 1 --allow-uid="),
+        ("chatgpt-credential help sta", "chatgpt-credential help status "),
+        ("chatgpt-credential status --a", "chatgpt-credential status --all "),
+        ("chatgpt-credential --profile w", "chatgpt-credential --profile work "),
+    ])
+    func zshCompletes(_ line: String, _ completed: String) throws {
+        guard let r = try Self.zshComplete(line, stubOutput: Self.statusAllJSON) else { return } // CI installs zsh
+        #expect(r.buffer == completed, "zsh: '\(line)<TAB>'")
+    }
+
+    @Test func zshCompletesEveryOptionOfEveryVerb() throws {
+        // help takes a verb's name, which zsh offers instead of options.
+        for verb in CommandLineSpec.verbs where verb.operands != .verbName {
+            guard let r = try Self.zshComplete("chatgpt-credential \(verb.name) --") else { return }
+            let listed = Set(r.listed)
+            for option in CommandLineSpec.globalOptions.map(\.long) + verb.options.map(\.long) {
+                #expect(listed.contains(option), "zsh: '\(verb.name) --<TAB>' lacks \(option): \(r.listed)")
+            }
+            let foreign = Set(CommandLineSpec.verbs.flatMap(\.options).map(\.long)).subtracting(verb.options.map(\.long))
+            #expect(listed.isDisjoint(with: foreign), "zsh: '\(verb.name) --<TAB>' offers \(listed.intersection(foreign))")
+        }
     }
 
     // MARK: fish

@@ -1,0 +1,48 @@
+// `make docs`: writes the completions and the man page's generated regions from the verbs'
+// registry (CommandLineDocs). Not installed: the files it writes are committed.
+import CommandLineDocs
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let root = CommandLine.arguments.dropFirst().first ?? "."
+
+func read(_ path: String) -> String? {
+    guard let f = fopen(path, "r") else { return nil }
+    defer { fclose(f) }
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = fread(&buffer, 1, buffer.count, f)
+        if n == 0 { break }
+        bytes += buffer[0..<n]
+    }
+    return ferror(f) == 0 ? String(decoding: bytes, as: UTF8.self) : nil
+}
+
+func write(_ text: String, to path: String) -> Bool {
+    let temporary = path + ".ccred-docs"
+    guard let f = fopen(temporary, "w") else { return false }
+    let bytes = Array(text.utf8)
+    let ok = fwrite(bytes, 1, bytes.count, f) == bytes.count
+    guard fclose(f) == 0, ok else { unlink(temporary); return false }
+    // The file's mode is the checkout's (0644), whatever the umask made of the temporary one.
+    chmod(temporary, 0o644)
+    return rename(temporary, path) == 0
+}
+
+var failed = false
+for path in GeneratedFiles.paths {
+    let full = root + "/" + path
+    let current = read(full) ?? ""
+    do {
+        let text = try GeneratedFiles.text(of: path, current: current)
+        if text == current { continue }
+        if write(text, to: full) { print("ccred-docs: wrote \(path)") } else {
+            fputs("ccred-docs: cannot write \(full): \(String(cString: strerror(errno)))\n", stderr); failed = true
+        }
+    } catch {
+        fputs("ccred-docs: \(path): \(error)\n", stderr); failed = true
+    }
+}
+exit(failed ? 1 : 0)
