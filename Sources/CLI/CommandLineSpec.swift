@@ -175,7 +175,7 @@ public enum CommandLineSpec {
 
     public static func verb(_ name: String) -> VerbSpec? { verbType(name)?.spec }
 
-    /// Every long option the binary accepts, for docs/completion drift tests.
+    /// Every long option the binary accepts.
     public static var allLongOptions: [String] {
         var seen: [String] = []
         for o in globalOptions + verbs.flatMap(\.options) where !seen.contains(o.long) { seen.append(o.long) }
