@@ -11,41 +11,49 @@ public enum ManPage {
     /// `page` with every generated region written from the registry. Throws `DocsError` when a
     /// region is missing, unknown, repeated or unterminated.
     public static func updating(_ page: String) throws -> String {
+        try updating([page])[0]
+    }
+
+    /// The man pages with their generated regions written, each region in whichever page holds it
+    /// (the command line and a concepts page may share them out), each exactly once in all.
+    public static func updating(_ pages: [String]) throws -> [String] {
         var regions: [String: [String]] = ["synopsis": synopsis(), "global-options": []]
         var optionLists: [String: [OptionSpec]] = ["global-options": CommandLineSpec.globalOptions]
         for verb in CommandLineSpec.verbs {
             regions["verb " + verb.name] = itemHead(verb)
             if !verb.options.isEmpty { optionLists["options " + verb.name] = verb.options; regions["options " + verb.name] = [] }
         }
-
-        var out: [String] = []
         var seen: Set<String> = []
-        var lines = page.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)[...]
-        while let line = lines.popFirst() {
-            out.append(line)
-            guard let name = marker("BEGIN", line) else {
-                if let stray = marker("END", line) { throw DocsError("the man page ends region '\(stray)' it never began") }
-                continue
+        let updated = try pages.map { page in
+            var out: [String] = []
+            var lines = page.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)[...]
+            while let line = lines.popFirst() {
+                out.append(line)
+                guard let name = marker("BEGIN", line) else {
+                    if let stray = marker("END", line) { throw DocsError("the man page ends region '\(stray)' it never began") }
+                    continue
+                }
+                guard regions[name] != nil else { throw DocsError("the man page has a generated region '\(name)' that names nothing in the registry") }
+                guard seen.insert(name).inserted else { throw DocsError("the man page has the generated region '\(name)' twice") }
+                var old: [String] = []
+                while let next = lines.first, marker("END", next) == nil {
+                    if marker("BEGIN", next) != nil { throw DocsError("the man page's region '\(name)' holds another region") }
+                    old.append(lines.removeFirst())
+                }
+                guard let end = lines.popFirst(), marker("END", end) == name else {
+                    throw DocsError("the man page's region '\(name)' has no '.\\\" END GENERATED \(name)'")
+                }
+                out += optionLists[name].map { optionList($0, keeping: old) } ?? regions[name]!
+                out.append(end)
             }
-            guard regions[name] != nil else { throw DocsError("the man page has a generated region '\(name)' that names nothing in the registry") }
-            guard seen.insert(name).inserted else { throw DocsError("the man page has the generated region '\(name)' twice") }
-            var old: [String] = []
-            while let next = lines.first, marker("END", next) == nil {
-                if marker("BEGIN", next) != nil { throw DocsError("the man page's region '\(name)' holds another region") }
-                old.append(lines.removeFirst())
-            }
-            guard let end = lines.popFirst(), marker("END", end) == name else {
-                throw DocsError("the man page's region '\(name)' has no '.\\\" END GENERATED \(name)'")
-            }
-            out += optionLists[name].map { optionList($0, keeping: old) } ?? regions[name]!
-            out.append(end)
+            return out.joined(separator: "\n")
         }
         let missing = regions.keys.filter { !seen.contains($0) }.sorted()
         if !missing.isEmpty {
             throw DocsError("the man page lacks the generated region(s) \(missing.map { "'\($0)'" }.joined(separator: ", ")): "
                 + "add '.\\\" BEGIN GENERATED NAME' and '.\\\" END GENERATED NAME' lines where each belongs")
         }
-        return out.joined(separator: "\n")
+        return updated
     }
 
     /// The region's name when `line` is its BEGIN or END marker.

@@ -31,18 +31,19 @@ func write(_ text: String, to path: String) -> Bool {
     return rename(temporary, path) == 0
 }
 
+var current: [String: String] = [:]
+for path in GeneratedFiles.paths { current[path] = read(root + "/" + path) ?? "" }
+let texts: [String: String]
+do {
+    texts = try GeneratedFiles.texts(current: current)
+} catch {
+    fputs("ccred-docs: \(error)\n", stderr)
+    exit(1)
+}
 var failed = false
-for path in GeneratedFiles.paths {
-    let full = root + "/" + path
-    let current = read(full) ?? ""
-    do {
-        let text = try GeneratedFiles.text(of: path, current: current)
-        if text == current { continue }
-        if write(text, to: full) { print("ccred-docs: wrote \(path)") } else {
-            fputs("ccred-docs: cannot write \(full): \(String(cString: strerror(errno)))\n", stderr); failed = true
-        }
-    } catch {
-        fputs("ccred-docs: \(path): \(error)\n", stderr); failed = true
+for path in GeneratedFiles.paths where texts[path] != current[path] {
+    if write(texts[path] ?? "", to: root + "/" + path) { print("ccred-docs: wrote \(path)") } else {
+        fputs("ccred-docs: cannot write \(root)/\(path): \(String(cString: strerror(errno)))\n", stderr); failed = true
     }
 }
 exit(failed ? 1 : 0)

@@ -69,6 +69,22 @@ import Testing
         } catch { Issue.record("\(error)") }
     }
 
+    /// The regions may be shared out between pages (the command line's and a concepts page),
+    /// each once in all.
+    @Test func theRegionsMayLiveInTwoPages() throws {
+        let first = ".\\\" BEGIN GENERATED synopsis\n.\\\" END GENERATED synopsis\n"
+        let rest = Self.page(dropping: "synopsis")
+        let updated = try ManPage.updating([first, rest])
+        #expect(region("synopsis", in: updated[0]).first == ".Nm chatgpt-credential")
+        #expect(region("verb get", in: updated[1]).first == ".It Xo Cm get")
+        do {
+            _ = try ManPage.updating([first, Self.page()])
+            Issue.record("accepted the synopsis in both pages")
+        } catch let e as DocsError {
+            #expect(e.description == "the man page has the generated region 'synopsis' twice")
+        } catch { Issue.record("\(error)") }
+    }
+
     @Test func anUnterminatedRegionIsRefused() {
         do {
             _ = try ManPage.updating(".\\\" BEGIN GENERATED synopsis\n.Nm x\n")
