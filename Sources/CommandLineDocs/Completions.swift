@@ -145,13 +145,13 @@ enum BashCompletion {
             (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}
             COMPREPLY=()
 
-            # --opt=value: with '=' in COMP_WORDBREAKS (the default) the words are "--opt" "=" "val".
+            # --opt=value: with '=' in COMP_WORDBREAKS (the default), three words: --opt, '=' and the value.
             if [[ $cur == = && $prev == --* ]]; then
                 cur=
             elif [[ $prev == = ]] && (( COMP_CWORD > 1 )); then
                 prev=${COMP_WORDS[COMP_CWORD-2]}
             elif [[ $cur == --*=* ]]; then
-                # '=' is not a word break here: complete the value, keep the "--opt=" prefix.
+                # '=' is not a word break here: complete the value, keep the '--opt=' prefix.
                 prev=${cur%%=*}
                 prefix=$prev=
                 cur=${cur#*=}
