@@ -40,7 +40,7 @@ enum Command: Sendable {
     /// `--version` and verbs such as `help` touch no credential: they run before anything is checked.
     var needsNoCredential: Bool {
         switch self {
-        case .verb(let v): return v.needsNoCredential
+        case .verb(let v): return type(of: v).needsNoCredential
         case .version: return true
         case .helper: return false
         }

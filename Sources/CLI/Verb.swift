@@ -29,9 +29,9 @@ extension Verb {
     var keyringAdvice: KeyringAdvice { .none }
     static var handlesDeferredSignals: Bool { false }
 
-    /// Runs as it does on the host, with or without a broker, before the issuer setting is checked.
-    var needsNoCredential: Bool {
-        if case .needsNoCredential = Self.clientMode { return true }
+    /// It runs as on the host, with or without a broker, before the issuer setting is checked.
+    static var needsNoCredential: Bool {
+        if case .needsNoCredential = clientMode { return true }
         return false
     }
 
