@@ -103,7 +103,7 @@ let package = Package(
         .testTarget(name: "AgeTests", dependencies: ["Age", "Secrets"],
                     exclude: ["age-cctv"]), // C2SP age vectors, read at run time via #filePath
         .testTarget(name: "CredentialCoreTests", dependencies: ["CredentialCore", "Secrets", "TestSupport"]),
-        .testTarget(name: "SystemRuntimeTests", dependencies: ["SystemRuntime", "CredentialCore", "Secrets"]),
+        .testTarget(name: "SystemRuntimeTests", dependencies: ["SystemRuntime", "CredentialCore", "Secrets", "TestSupport"]),
         .testTarget(name: "StoresTests", dependencies: ["Stores", "CredentialCore", "SystemRuntime", "Age", "Secrets", "TestSupport"]),
         .testTarget(name: "OAuthTests", dependencies: ["OAuth", "Transport", "UsageBackend", "SignIn", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
         // Installs a seccomp filter on the calling thread, for the tests of a refused keyring.

@@ -39,21 +39,14 @@ public enum StoreIdentity: Sendable, Equatable {
         return description
     }
 
-    /// The Secret Service's identity as GDBus finds the session bus: `DBUS_SESSION_BUS_ADDRESS`,
-    /// else `$XDG_RUNTIME_DIR/bus` when it is a socket of this user; normalised
-    /// (`normalisedBusAddress`), so every spelling of one bus is one identity. Nil when neither
-    /// applies (no bus, or one GDBus would autolaunch) or the address cannot be parsed: then the
-    /// Secret Service is not cached. Touches nothing but a stat and a realpath, so `auto` can
-    /// name the store without loading libsecret.
+    /// The Secret Service's identity: the session bus it is reached on, found as the store finds
+    /// it (`SessionBus.find`: the variable, `$XDG_RUNTIME_DIR/bus`, `/run/user/UID/bus`) and
+    /// normalised (`normalisedBusAddress`), so every spelling of one bus, and every way of finding
+    /// it, is one identity. Nil when no bus is found or the address cannot be parsed: then the
+    /// Secret Service is not cached. Touches nothing but a stat or two and a realpath, so `auto`
+    /// can name the store without loading libsecret.
     public static func secretService(bus: SessionBus) -> StoreIdentity? {
-        if let address = bus.address, !address.isEmpty {
-            return normalisedBusAddress(address).map { .secretService(busAddress: $0) }
-        }
-        guard let runtime = bus.runtimeDirectory, runtime.hasPrefix("/") else { return nil }
-        let socket = runtime + "/bus"
-        var st = stat()
-        guard stat(socket, &st) == 0, (st.st_mode & S_IFMT) == S_IFSOCK, st.st_uid == geteuid() else { return nil }
-        return normalisedBusAddress("unix:path=" + escapedAddressValue(socket)).map { .secretService(busAddress: $0) }
+        bus.find().flatMap { normalisedBusAddress($0.address) }.map { .secretService(busAddress: $0) }
     }
 
     /// The file store's identity: the encrypted file's real path — the real path of its
@@ -129,20 +122,5 @@ public enum StoreIdentity: Sendable, Equatable {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// D-Bus address value escaping (what `g_dbus_address_escape_value` does): bytes outside
-    /// `[-0-9A-Za-z_/\\.*]` become `%XX`.
-    static func escapedAddressValue(_ value: String) -> String {
-        let hex = Array("0123456789ABCDEF".utf8)
-        var out: [UInt8] = []
-        for b in value.utf8 {
-            switch b {
-            case UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "/"), UInt8(ascii: "\\"), UInt8(ascii: "."), UInt8(ascii: "*"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"):
-                out.append(b)
-            default:
-                out += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 0xF)]]
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func escapedAddressValue(_ value: String) -> String { SessionBus.escapedAddressValue(value) }
 }

@@ -138,32 +138,26 @@ import TestSupport
         try FileManager.default.createDirectory(atPath: dir + "/sub dir", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let runtime = dir + "/sub dir"
+        let noUsers = dir + "/no-run-user" // nothing at /run/user/UID/bus, whatever this machine has
+        func bus(address: String? = nil, runtimeDirectory: String?) -> SessionBus {
+            SessionBus(address: address, runtimeDirectory: runtimeDirectory, perUserRuntimeRoot: noUsers)
+        }
         // No socket yet, or a regular file in its place: no bus, no identity.
-        #expect(StoreIdentity.secretService(bus: SessionBus(runtimeDirectory: runtime)) == nil)
+        #expect(StoreIdentity.secretService(bus: bus(runtimeDirectory: runtime)) == nil)
         _ = FileManager.default.createFile(atPath: runtime + "/bus", contents: nil)
-        #expect(StoreIdentity.secretService(bus: SessionBus(runtimeDirectory: runtime)) == nil)
+        #expect(StoreIdentity.secretService(bus: bus(runtimeDirectory: runtime)) == nil)
         try FileManager.default.removeItem(atPath: runtime + "/bus")
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let path = Array((runtime + "/bus").utf8CString)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, c) in path.enumerated() where i < raw.count { raw[i] = UInt8(bitPattern: c) }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        try #require(bound == 0)
+        let socket = try #require(BoundUnixSocket(at: runtime + "/bus"))
+        defer { withExtendedLifetime(socket) {} }
         let escaped = dir.utf8.map { b -> String in
             let c = Character(Unicode.Scalar(b))
             return c.isLetter && c.isASCII || c.isNumber && c.isASCII || "-_/\\.*".contains(c) ? String(c) : String(format: "%%%02X", b)
         }.joined()
-        #expect(StoreIdentity.secretService(bus: SessionBus(runtimeDirectory: runtime))
+        #expect(StoreIdentity.secretService(bus: bus(runtimeDirectory: runtime))
                 == .secretService(busAddress: "unix:path=\(escaped)/sub%20dir/bus"))
         // The explicit address wins; a relative XDG_RUNTIME_DIR is ignored.
-        #expect(StoreIdentity.secretService(bus: SessionBus(address: "unix:path=/x", runtimeDirectory: runtime))
+        #expect(StoreIdentity.secretService(bus: bus(address: "unix:path=/x", runtimeDirectory: runtime))
                 == .secretService(busAddress: "unix:path=/x"))
-        #expect(StoreIdentity.secretService(bus: SessionBus(runtimeDirectory: "relative")) == nil)
+        #expect(StoreIdentity.secretService(bus: bus(runtimeDirectory: "relative")) == nil)
     }
 }

@@ -3,6 +3,7 @@ import Testing
 @testable import AccessCache
 @testable import CredentialCore
 @testable import SystemRuntime
+import TestSupport
 
 /// The normalised store identities (man page ACCESS CACHE): every spelling of one bus or one
 /// encrypted file is one identity, and different stores stay different.
@@ -52,6 +53,27 @@ import Testing
         for spelling in [dir + "/link/bus", dir + "/real/../real/bus", dir + "//real/./bus", dir + "/real/bus"] {
             #expect(N.normalisedBusAddress("unix:path=" + N.escapedAddressValue(spelling) + ",guid=42") == real, "\(spelling)")
         }
+    }
+
+    /// One bus, found three ways (the variable, with a guid and another spelling of the path;
+    /// `$XDG_RUNTIME_DIR/bus`; `/run/user/UID/bus`, here under a stand-in root): one identity.
+    @Test func oneBusFoundAnyWayIsOneIdentity() throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let runtime = dir + "/users/\(geteuid())"
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
+        let socket = try #require(BoundUnixSocket(at: runtime + "/bus"))
+        defer { withExtendedLifetime(socket) {} }
+        let none = dir + "/none"
+        let ways = [
+            SessionBus(address: "unix:guid=7,path=" + N.escapedAddressValue(dir + "/users/./\(geteuid())//bus"), perUserRuntimeRoot: none),
+            SessionBus(runtimeDirectory: runtime, perUserRuntimeRoot: none),
+            SessionBus(perUserRuntimeRoot: dir + "/users"),
+        ]
+        let identities = ways.map { N.secretService(bus: $0) }
+        #expect(identities[0] != nil)
+        #expect(Set(identities.map { "\(String(describing: $0))" }).count == 1, "\(identities)")
+        #expect(N.secretService(bus: SessionBus(perUserRuntimeRoot: none)) == nil)
     }
 
     // MARK: the encrypted file
