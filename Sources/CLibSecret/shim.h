@@ -48,7 +48,6 @@
     X(secret_item_set_label_sync) \
     X(secret_item_set_secret_sync) \
     X(secret_service_get_secret_for_dbus_path_sync) \
-    X(secret_service_get_sync) \
     X(secret_service_search_for_dbus_paths_sync) \
     X(secret_service_search_sync) \
     X(secret_service_store_sync) \
@@ -65,6 +64,18 @@ CCRED_LIBSECRET_FUNCTIONS(CCRED_DECLARE)
  * file"). A failed load is remembered: later calls fail the same way. */
 int ccred_libsecret_load(void);
 const char *ccred_libsecret_error(void);
+
+/* A SecretService proxy of its own on a connection of its own to the D-Bus address given (man
+ * page STORES, "Finding the Secret Service"; ARCHITECTURE.md, "The session bus"): libsecret's
+ * secret_service_get/open always use the session bus GLib finds from DBUS_SESSION_BUS_ADDRESS,
+ * and its shared default proxy lives until the process exits. Every libsecret call made with this
+ * service (items, collections, prompts) uses its connection. The connection does not end the
+ * process when it closes. Returns a new reference, or NULL and `error`. Only after a load. */
+SecretService *ccred_secret_service_open_at(const char *address, GCancellable *cancellable, GError **error);
+
+/* Closes `service`'s connection (without waiting): calls still made on it fail at once, and it
+ * goes away with its last reference. */
+void ccred_secret_service_close(SecretService *service);
 
 /* Thin helpers for what Swift cannot express directly (macros). Only after a successful load. */
 

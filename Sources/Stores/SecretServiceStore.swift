@@ -22,6 +22,10 @@ import Glibc
 /// deleted or replaced while locked), and no usable service (`storeUnavailable`: no session bus,
 /// nobody owning org.freedesktop.secrets, or no answer before the deadline).
 ///
+/// The bus is the one `SessionBus.find` found (the variable, `$XDG_RUNTIME_DIR/bus`,
+/// `/run/user/UID/bus`), reached through the process's one `SecretServiceConnection`, never the
+/// session bus libsecret would pick itself (ARCHITECTURE.md, "The session bus").
+///
 /// Only the non-variadic libsecret API is used (Swift cannot call C variadics). Every call takes a
 /// GCancellable that a watchdog thread (`Deadline.watch`) cancels when the deadline passes; the
 /// calls themselves run on the calling thread, so no thread hand-off sits on the hot path.
@@ -282,30 +286,19 @@ public final class SecretServiceStore: CredentialStore {
         return String(item[..<slash])
     }
 
-    /// Why there is certainly no session bus, or nil when there may be one. Cheap: no libsecret
-    /// (which would try to autolaunch a bus through X11 and fail only after a while).
-    public static func missingBusReason(bus: SessionBus) -> String? {
-        missingBusReason(sessionBusAddress: bus.address, runtimeDirectory: bus.runtimeDirectory)
-    }
-
-    /// The same decision from explicit values (DBUS_SESSION_BUS_ADDRESS, XDG_RUNTIME_DIR).
-    public static func missingBusReason(sessionBusAddress: String?, runtimeDirectory: String?) -> String? {
-        if let address = sessionBusAddress, !address.isEmpty { return nil }
-        if let runtime = runtimeDirectory, !runtime.isEmpty {
-            var info = stat()
-            if stat(runtime + "/bus", &info) == 0 { return nil }
-        }
-        return "no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is unset and $XDG_RUNTIME_DIR/bus does not exist), so the Secret Service is unreachable"
-    }
-
     // MARK: Plumbing
 
-    /// Runs `body` with a referenced SecretService under the deadline: on this thread, with a
-    /// watchdog that cancels `cancellable` when the deadline passes (every libsecret call takes
-    /// it, so a hung service returns G_IO_ERROR_CANCELLED at once → the timeout error).
+    /// Runs `body` with the process's SecretService (`SecretServiceConnection`) under the
+    /// deadline: on this thread, with a watchdog that cancels `cancellable` when the deadline
+    /// passes (every libsecret call takes it, so a hung service returns G_IO_ERROR_CANCELLED at
+    /// once → the timeout error). When the keyring daemon or the bus behind that service has gone
+    /// since it was opened (`ConnectionLost`: the daemon replaced or restarted, the bus closed),
+    /// the service is dropped and `body` runs once more on a fresh one, within the same deadline,
+    /// so a long-lived `serve` reaches the new daemon (man page STORES). Every operation here is
+    /// a whole "make it so" (search, then read, replace or delete), so running it again is safe.
     private func perform<T: ~Copyable>(_ body: (UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>) throws -> T) throws -> T {
-        if let reason = Self.missingBusReason(bus: bus) {
-            throw CredentialError.storeUnavailable(reason)
+        guard let found = bus.find() else {
+            throw CredentialError.storeUnavailable("the Secret Service cannot be reached: " + bus.notFoundReason)
         }
         try Self.loadLibsecret()
         let cancellable = ccred_g_cancellable_new()!
@@ -313,19 +306,34 @@ public final class SecretServiceStore: CredentialStore {
         _ = ccred_g_object_ref(cancellable) // the work's reference, dropped when it finishes
         let watched = CancellableReference(cancellable) // the watchdog's, dropped with its closure
         let seconds = timeout
+        let connection = SecretServiceConnection.shared
         let outcome: Result<T, CredentialError> = Deadline.watch(seconds: seconds, onTimeout: {
             ccred_g_cancellable_cancel(watched.pointer)
         }) {
             defer { ccred_g_object_unref(cancellable) }
-            do {
-                let service = try Self.openService(cancellable)
+            func attempt(last: Bool) -> Result<T, CredentialError>? {
+                let service: UnsafeMutablePointer<SecretService>
+                do {
+                    service = try connection.service(at: found.address, cancellable)
+                } catch let error as CredentialError {
+                    return .failure(error)
+                } catch {
+                    return .failure(.storeFailure("the Secret Service failed: \(error)"))
+                }
                 defer { ccred_g_object_unref(service) }
-                return .success(try body(service, cancellable))
-            } catch let error as CredentialError {
-                return .failure(error)
-            } catch {
-                return .failure(.storeFailure("the Secret Service failed: \(error)"))
+                do {
+                    return .success(try body(service, cancellable))
+                } catch let lost as ConnectionLost {
+                    connection.forget(service)
+                    return last ? .failure(lost.unreachable(on: found.address)) : nil
+                } catch let error as CredentialError {
+                    return .failure(error)
+                } catch {
+                    return .failure(.storeFailure("the Secret Service failed: \(error)"))
+                }
             }
+            if let first = attempt(last: false) { return first }
+            return attempt(last: true)!
         }
         switch consume outcome {
         case .success(let value): return value
@@ -354,56 +362,73 @@ public final class SecretServiceStore: CredentialStore {
         deinit { ccred_g_object_unref(pointer) }
     }
 
-    private static let cancelledMarker = "\u{1}cancelled"
+    static let cancelledMarker = "\u{1}cancelled"
 
     private static func timeoutError(_ seconds: Double) -> CredentialError {
         .storeNotAnswering("the Secret Service did not answer within \(Deadline.describe(seconds)); check that the keyring daemon (gnome-keyring, KeePassXC) is running and responsive")
     }
 
-    private static func openService(_ cancellable: UnsafeMutablePointer<GCancellable>) throws -> UnsafeMutablePointer<SecretService> {
-        var error: UnsafeMutablePointer<GError>?
-        // The shared default proxy on the session bus; libsecret caches it for the process.
-        guard let service = ccred_secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, &error) else {
-            throw unreachable(error)
-        }
-        return service
-    }
-
-    private static func unreachable(_ error: UnsafeMutablePointer<GError>?) -> CredentialError {
-        let mapped = map(error, doing: "connect")
-        if case .storeFailure(let m) = mapped { return .storeUnavailable(m) }
-        return mapped
-    }
-
-    /// Consumes `error` (frees it) and classifies it.
-    private static func map(_ error: UnsafeMutablePointer<GError>?, doing what: String) -> CredentialError {
-        guard let error else { return .storeFailure("the Secret Service could not \(what) (no reason given)") }
+    /// Consumes `error` (frees it) and classifies it: a `CredentialError`, or `ConnectionLost`
+    /// when the daemon or bus the service was opened on has gone (`perform` then opens afresh).
+    private static func map(_ error: UnsafeMutablePointer<GError>?, doing what: String) -> any Error {
+        guard let error else { return CredentialError.storeFailure("the Secret Service could not \(what) (no reason given)") }
         defer { ccred_g_error_free(error) }
         let domain = error.pointee.domain, code = error.pointee.code
         let text = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
         if domain == ccred_io_error_quark() && code == Int32(G_IO_ERROR_CANCELLED.rawValue) {
-            return .storeUnavailable(cancelledMarker)
+            return CredentialError.storeUnavailable(cancelledMarker)
         }
         if domain == ccred_secret_error_quark() && code == Int32(SECRET_ERROR_IS_LOCKED.rawValue) {
-            return .keyringLocked(lockedMessage)
+            return CredentialError.keyringLocked(lockedMessage)
         }
         // A service that is there but lets a call run out of time did not answer: exit 5, never "not found".
         let silentDBus: [GDBusError] = [G_DBUS_ERROR_NO_REPLY, G_DBUS_ERROR_TIMEOUT, G_DBUS_ERROR_TIMED_OUT]
         if (domain == ccred_dbus_error_quark() && silentDBus.contains(where: { Int32($0.rawValue) == code })) ||
             (domain == ccred_io_error_quark() && code == Int32(G_IO_ERROR_TIMED_OUT.rawValue)) {
-            return .storeNotAnswering("the Secret Service did not answer (\(text)); check that the keyring daemon (gnome-keyring, KeePassXC) is running and responsive")
+            return CredentialError.storeNotAnswering("the Secret Service did not answer (\(text)); check that the keyring daemon (gnome-keyring, KeePassXC) is running and responsive")
         }
-        let unavailableDBus: [GDBusError] = [G_DBUS_ERROR_SERVICE_UNKNOWN, G_DBUS_ERROR_NAME_HAS_NO_OWNER, G_DBUS_ERROR_DISCONNECTED,
-                                             G_DBUS_ERROR_NO_SERVER, G_DBUS_ERROR_SPAWN_EXEC_FAILED, G_DBUS_ERROR_SPAWN_FAILED,
+        // The proxy keeps addressing the daemon it was opened on (its name-owner tracking would run
+        // on GLib's default main context, which this process never iterates): a daemon replaced or
+        // restarted since shows as "The name :1.N was not provided", a closed bus as CLOSED, and a
+        // secret session the new daemon never opened as NoSession.
+        let lostDBus: [GDBusError] = [G_DBUS_ERROR_SERVICE_UNKNOWN, G_DBUS_ERROR_NAME_HAS_NO_OWNER, G_DBUS_ERROR_DISCONNECTED,
+                                      G_DBUS_ERROR_NO_SERVER]
+        let lostIO: [GIOErrorEnum] = [G_IO_ERROR_CLOSED, G_IO_ERROR_BROKEN_PIPE, G_IO_ERROR_CONNECTION_CLOSED]
+        if (domain == ccred_dbus_error_quark() && lostDBus.contains(where: { Int32($0.rawValue) == code })) ||
+            (domain == ccred_io_error_quark() && lostIO.contains(where: { Int32($0.rawValue) == code })) ||
+            (domain == ccred_io_error_quark() && code == Int32(G_IO_ERROR_DBUS_ERROR.rawValue) && text.contains("org.freedesktop.Secret.Error.NoSession")) {
+            return ConnectionLost(detail: text)
+        }
+        let unavailableDBus: [GDBusError] = [G_DBUS_ERROR_SPAWN_EXEC_FAILED, G_DBUS_ERROR_SPAWN_FAILED,
                                              G_DBUS_ERROR_SPAWN_CHILD_EXITED, G_DBUS_ERROR_UNKNOWN_METHOD, G_DBUS_ERROR_UNKNOWN_OBJECT]
-        let unavailableIO: [GIOErrorEnum] = [G_IO_ERROR_CLOSED, G_IO_ERROR_CONNECTION_REFUSED,
-                                             G_IO_ERROR_NOT_FOUND, G_IO_ERROR_BROKEN_PIPE, G_IO_ERROR_CONNECTION_CLOSED,
-                                             G_IO_ERROR_DBUS_ERROR]
+        let unavailableIO: [GIOErrorEnum] = [G_IO_ERROR_CONNECTION_REFUSED, G_IO_ERROR_NOT_FOUND, G_IO_ERROR_DBUS_ERROR]
         if (domain == ccred_dbus_error_quark() && unavailableDBus.contains(where: { Int32($0.rawValue) == code })) ||
             (domain == ccred_io_error_quark() && unavailableIO.contains(where: { Int32($0.rawValue) == code })) {
-            return .storeUnavailable("the Secret Service is not reachable (\(text)); start a keyring daemon (gnome-keyring, KeePassXC)")
+            return CredentialError.storeUnavailable("the Secret Service is not reachable (\(text)); start a keyring daemon (gnome-keyring, KeePassXC)")
         }
-        return .storeFailure("the Secret Service could not \(what): \(text)")
+        return CredentialError.storeFailure("the Secret Service could not \(what): \(text)")
+    }
+
+    /// The daemon or the bus a SecretService was opened on has gone (`map`).
+    struct ConnectionLost: Error {
+        var detail: String
+
+        /// What to say when a fresh service fails the same way: nothing serves the Secret Service there.
+        func unreachable(on address: String) -> CredentialError {
+            .storeUnavailable("the Secret Service cannot be reached: nothing provides it on the session bus \(address) (\(detail)); start a keyring daemon (gnome-keyring, KeePassXC)")
+        }
+    }
+
+    /// Why `ccred_secret_service_open_at` failed (consumes `error`): the deadline, or a bus that
+    /// did not answer (no socket, refused, closed during the handshake).
+    static func connectFailure(_ error: UnsafeMutablePointer<GError>?, address: String) -> CredentialError {
+        guard let error else { return .storeUnavailable("the Secret Service cannot be reached: the session bus \(address) did not answer") }
+        defer { ccred_g_error_free(error) }
+        if error.pointee.domain == ccred_io_error_quark() && error.pointee.code == Int32(G_IO_ERROR_CANCELLED.rawValue) {
+            return .storeUnavailable(cancelledMarker)
+        }
+        let text = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
+        return .storeUnavailable("the Secret Service cannot be reached: the session bus \(address) did not answer (\(text))")
     }
 
     /// Throws `keyringLocked` when the default collection is locked (a new item would need an

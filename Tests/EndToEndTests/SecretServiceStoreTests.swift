@@ -176,34 +176,42 @@ struct SecretServiceStoreTests {
         var env = sandbox.env
         env["DBUS_SESSION_BUS_ADDRESS"] = daemon.firstLine
         let child = runStoreChild("read", profile: uniqueProfile("nobody"), env: env)
-        #expect(child.result.hasPrefix("error 5 storeUnavailable "), "\(child.result) \(child.raw.stderr.suffix(800))")
+        #expect(child.result.hasPrefix("error 5 storeUnavailable the Secret Service cannot be reached: nothing provides it on the session bus \(daemon.firstLine) ("), "\(child.result) \(child.raw.stderr.suffix(800))")
         #expect(child.ms < 1000, "took \(child.ms) ms")
         #expect(runStoreChild("probe", profile: "p", env: env).result.hasPrefix("probe unavailable "))
         #expect(runStoreChild("lookup", profile: "p", env: env).result.hasPrefix("error 5 storeUnavailable "))
     }
 
-    @Test("no session bus at all: unavailable at once, without touching libsecret")
+    @Test("no session bus at all: unavailable at once, without touching libsecret, naming where it looked")
     func missingBus() throws {
         let sandbox = Sandbox(bus: .none)
         let runtime = sandbox.root + "/run"
-        #expect(SecretServiceStore.missingBusReason(sessionBusAddress: nil, runtimeDirectory: runtime) != nil)
-        #expect(SecretServiceStore.missingBusReason(sessionBusAddress: "", runtimeDirectory: nil) != nil)
-        #expect(SecretServiceStore.missingBusReason(sessionBusAddress: "unix:path=/nonexistent", runtimeDirectory: nil) == nil)
+        let noUsers = sandbox.root + "/no-run-user"
         // The bus handed in decides, not this process's own environment (which has a bus here).
-        #expect(SecretServiceStore.missingBusReason(bus: SessionBus(runtimeDirectory: runtime)) != nil)
-        #expect(SecretServiceStore.missingBusReason(bus: SessionBus(address: "unix:path=/nonexistent")) == nil)
+        #expect(SessionBus(runtimeDirectory: runtime, perUserRuntimeRoot: noUsers).find() == nil)
+        #expect(SessionBus(address: "unix:path=/nonexistent").find()?.source == .variable)
 
         var env = sandbox.env // no DBUS_SESSION_BUS_ADDRESS, no DISPLAY, XDG_RUNTIME_DIR without a bus
         env.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS")
         env.removeValue(forKey: "DISPLAY")
         let child = runStoreChild("read", profile: uniqueProfile("nobus"), env: env)
-        #expect(child.result.hasPrefix("error 5 storeUnavailable ") && child.result.contains("no D-Bus session bus"), "\(child.result)")
+        #expect(child.result.hasPrefix("error 5 storeUnavailable the Secret Service cannot be reached: no D-Bus session bus found (DBUS_SESSION_BUS_ADDRESS is unset, \(runtime)/bus is not a socket of this user, /run/user/\(geteuid())/bus is not a socket of this user)"), "\(child.result)")
         #expect(child.ms < 100, "took \(child.ms) ms")
-        #expect(runStoreChild("probe", profile: "p", env: env).result.hasPrefix("probe unavailable no D-Bus session bus"))
+        #expect(runStoreChild("probe", profile: "p", env: env).result.hasPrefix("probe unavailable the Secret Service cannot be reached: no D-Bus session bus found"))
 
+        // A regular file where the socket would be is no bus either.
         try Data().write(to: URL(fileURLWithPath: runtime + "/bus"))
-        #expect(SecretServiceStore.missingBusReason(sessionBusAddress: nil, runtimeDirectory: runtime) == nil)
-        #expect(SecretServiceStore.missingBusReason(bus: SessionBus(runtimeDirectory: runtime)) == nil)
+        #expect(SessionBus(runtimeDirectory: runtime, perUserRuntimeRoot: noUsers).find() == nil)
+    }
+
+    @Test("a bus address nothing listens on: the bus did not answer, at once")
+    func silentBus() throws {
+        let sandbox = Sandbox(bus: .none)
+        var env = sandbox.env
+        env["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=" + sandbox.root + "/run/no-bus-here"
+        let child = runStoreChild("read", profile: uniqueProfile("silent"), env: env)
+        #expect(child.result.hasPrefix("error 5 storeUnavailable the Secret Service cannot be reached: the session bus unix:path=\(sandbox.root)/run/no-bus-here did not answer ("), "\(child.result)")
+        #expect(child.ms < 1000, "took \(child.ms) ms")
     }
 }
 
