@@ -24,6 +24,14 @@ package enum BrokerProtocol {
         }
     }
 
+    /// The answer's status for a failure: as its exit code says, but a store the broker could not
+    /// reach is 503 even where the host's exit code is 3 (man page BROKER): the client is not told
+    /// to sign in because the broker's keyring was out of sight.
+    package static func status(for error: CredentialError) -> Int {
+        if case .notFoundKeyringUnreachable = error { return 503 }
+        return status(forExitCode: error.exitCode)
+    }
+
     /// The `error` member of a failure answer with this status.
     package static func errorCode(forStatus status: Int) -> String {
         switch status {

@@ -55,6 +55,14 @@ extension Runner {
         let chosen = mode ?? Self.defaultLoginMode(services.settings)
         verbose(g, "login: \(chosen.rawValue) flow against \(client.config.baseURL)")
 
+        // Before anything is created (man page STORES): a keyring out of reach means this sign-in
+        // goes to the encrypted file, a second one beside whatever that keyring holds.
+        let selector = services.makeSelector(g)
+        if let why = selector.keyringOutOfReach() {
+            let file = selector.store(of: .file).location(for: g.profile)
+            console.err(Sanitize.line("chatgpt-credential: warning: \(why); this sign-in will be kept in the encrypted file \(file), separate from any sign-in in a keyring this process cannot see", limit: 1200))
+        }
+
         // Over a live sign-in: say what the new one replaces before the person starts.
         if let current = owner(g).peek() {
             let who = current.email.isEmpty ? "account \(current.accountId)" : current.email

@@ -80,7 +80,12 @@ public final class Runner {
     /// in but one whose name is a typo away is, say so. Only for a profile other than `default`,
     /// and only on this error path, where listing the stores costs nothing that matters.
     func profileHint(_ e: CredentialError, _ g: GlobalOptions) -> String {
-        guard case .notSignedIn(let name) = e, name != Profile.default.name, g.broker == nil else { return "" }
+        let name: String
+        switch e {
+        case .notSignedIn(let p), .notFoundKeyringUnreachable(let p, _, _): name = p
+        default: return ""
+        }
+        guard name != Profile.default.name, g.broker == nil else { return "" }
         let others = everyProfile(g).names.map(\.name).filter { $0 != name }
         guard let meant = Suggestion.closest(to: name, among: others) else { return "" }
         return "; did you mean '--profile \(meant)'?"

@@ -145,7 +145,7 @@ extension Runner {
             return BrokerAnswer(status: 200, body: body, outcome: "ok", profile: g.profile.name)
         } catch let e as CredentialError {
             for line in capture.lines { console.err(line) }
-            return .failure(status: BrokerProtocol.status(forExitCode: e.exitCode), message: e.message, profile: g.profile.name)
+            return .failure(status: BrokerProtocol.status(for: e), message: e.message, profile: g.profile.name)
         } catch {
             return .failure(status: 500, message: "\(error)", profile: g.profile.name)
         }

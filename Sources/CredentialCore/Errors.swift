@@ -11,6 +11,11 @@ public enum CredentialError: Error, Equatable, Sendable {
     case badInput(String)
     // 3: login required
     case notSignedIn(profile: String)
+    /// Nothing for the profile in the encrypted file (`file`: its path) and the Secret Service
+    /// could not be reached (`keyring`: why, naming the bus missing or silent): a keyring this
+    /// process cannot see may hold the sign-in, so both are said, never plainly "not signed in"
+    /// (man page STORES). A broker answers it 503, not 401 (`BrokerProtocol.status(for:)`).
+    case notFoundKeyringUnreachable(profile: String, keyring: String, file: String)
     case refreshRejected(profile: String, code: String)
     /// The ChatGPT backend refused the access token (HTTP 401) also right after a refresh.
     case backendRejected(profile: String)
@@ -38,7 +43,7 @@ public enum CredentialError: Error, Equatable, Sendable {
         switch self {
         case .failure, .loginFailed: return 1
         case .usage, .badInput: return 2
-        case .notSignedIn, .refreshRejected, .backendRejected: return 3
+        case .notSignedIn, .notFoundKeyringUnreachable, .refreshRejected, .backendRejected: return 3
         case .temporary, .lockTimeout: return 4
         case .keyringLocked, .storeUnavailable, .storeNotAnswering, .storeCorrupt, .wrongKey, .permissionsTooOpen, .storeFailure: return 5
         case .interrupted: return 128 + 2 // as a shell reports a process Ctrl-C ended
@@ -65,6 +70,10 @@ public enum CredentialError: Error, Equatable, Sendable {
         case .notSignedIn(let p):
             let login = Profile(unchecked: p).loginCommand
             text = p == "default" ? "not signed in; run: \(login)" : "profile '\(p)' is not signed in; run: \(login)"
+        case .notFoundKeyringUnreachable(let p, let keyring, let file):
+            let login = Profile(unchecked: p).loginCommand
+            let what = p == "default" ? "no credential found" : "no credential found for profile '\(p)'"
+            text = "\(what): \(file) does not exist and \(keyring); if you signed in with a keyring, run this where its session bus is reachable, else sign in here: \(login)"
         case .refreshRejected(let p, let code):
             text = "the issuer rejected the refresh token (\(code)); sign in again: \(Profile(unchecked: p).loginCommand)"
         case .backendRejected(let p):
@@ -90,6 +99,8 @@ public enum CredentialError: Error, Equatable, Sendable {
             default: text = "the broker at \(broker) says: \(said)"
             }
         }
+        // Our own sentence naming two places (a bus and a file) may pass the usual 400 characters.
+        if case .notFoundKeyringUnreachable = self { return Sanitize.line(text, limit: 1200) }
         return Sanitize.line(text)
     }
 }

@@ -220,8 +220,9 @@ public final class SecretServiceStore: CredentialStore {
 
     /// For the `auto` selector: `.available` when the Secret Service answers within the deadline
     /// and its default collection is unlocked and durable, `.locked` when that collection is
-    /// locked, `.volatile` when it lives only in memory, `.unavailable(reason)` otherwise (no bus,
-    /// no service, no default keyring, timeout).
+    /// locked, `.volatile` when it lives only in memory, `.unreachable(reason)` when it could not
+    /// be asked (no bus found, the bus or the service silent or absent, no libsecret, timeout),
+    /// `.unavailable(reason)` otherwise (no default keyring, a failure).
     public static func probe(bus: SessionBus, timeout: Double? = nil) -> SecretServiceAvailability {
         let store = SecretServiceStore(bus: bus, timeout: timeout)
         do {
@@ -238,6 +239,8 @@ public final class SecretServiceStore: CredentialStore {
             }
         } catch CredentialError.keyringLocked(let message) {
             return .locked(message)
+        } catch CredentialError.storeUnavailable(let message), CredentialError.storeNotAnswering(let message) {
+            return .unreachable(message)
         } catch let error as CredentialError {
             return .unavailable(error.message)
         } catch {

@@ -6,6 +6,9 @@ public enum SecretServiceAvailability: Equatable, Sendable {
     case available
     case locked(String)
     case unavailable(String)
+    /// It could not be asked at all: no session bus found, the bus or the service did not answer
+    /// or is not there, no libsecret. A keyring this process cannot see may exist.
+    case unreachable(String)
     /// It answers, but its default collection (this D-Bus object path) keeps secrets only in
     /// memory: a restart of the keyring daemon loses them (man page, STORES).
     case volatile(collection: String)
@@ -26,8 +29,10 @@ public struct LocatedCredential {
 /// encrypted file first — one stat — and otherwise asks the Secret Service, so `get` finds the
 /// credential wherever `login` put it and never consults a stale copy in the other store.
 /// A locked keyring with no file for the profile is reported as locked, and a Secret Service that
-/// does not answer in time as not answering: never as "not signed in". Only a Secret Service
-/// that is not there at all (no bus, nobody owning the name) reads as "no credential" under auto.
+/// does not answer in time as not answering: never as "not signed in". A Secret Service that
+/// cannot be reached at all (no bus found, a bus that does not answer, nobody providing the
+/// service, no libsecret) with no file for the profile is `notFoundKeyringUnreachable`, which
+/// names both: a keyring this process cannot see may hold the sign-in.
 public final class StoreSelector {
     public let choice: StoreChoice
     private let makeSecretService: () -> CredentialStore
@@ -62,8 +67,9 @@ public final class StoreSelector {
             }
             do {
                 return try secretService.load(profile).map { LocatedCredential(store: secretService, document: $0) }
-            } catch CredentialError.storeUnavailable {
-                return nil // no Secret Service at all and no file: simply not signed in
+            } catch CredentialError.storeUnavailable(let why) {
+                throw CredentialError.notFoundKeyringUnreachable(profile: profile.name, keyring: Self.withoutAdvice(why),
+                                                                 file: file.location(for: profile))
             }
         }
     }
@@ -96,11 +102,19 @@ public final class StoreSelector {
             case .volatile(let collection):
                 notice("notice: storing the credential in the encrypted file \(file.location(for: profile)) because the Secret Service's default collection \(collection) keeps secrets only in memory")
                 return file
-            case .locked(let why), .unavailable(let why):
+            case .locked(let why), .unavailable(let why), .unreachable(let why):
                 notice("notice: storing the credential in the encrypted file \(file.location(for: profile)) because \(Self.firstClause(why))")
                 return file
             }
         }
+    }
+
+    /// Under `auto`, why a sign-in made now would be kept in the encrypted file beside any
+    /// keyring this process cannot reach (`login` says so before it starts: man page STORES); nil
+    /// when the Secret Service could be asked, or with an explicit store. One probe.
+    public func keyringOutOfReach() -> String? {
+        guard choice == .auto, case .unreachable(let why) = probe() else { return nil }
+        return Self.withoutAdvice(why)
     }
 
     /// A reason cut to its first clause, before any "; advice" or " (detail)": notices are one
@@ -113,6 +127,13 @@ public final class StoreSelector {
             break
         }
         return String(chars[..<end])
+    }
+
+    /// A reason without the advice after its first "; " (what to do is said by whoever embeds it).
+    static func withoutAdvice(_ why: String) -> String {
+        let chars = Array(why)
+        for i in chars.indices.dropLast() where chars[i] == ";" && chars[i + 1] == " " { return String(chars[..<i]) }
+        return why
     }
 
     /// The notice for a credential just written to a Secret Service collection that lives only in

@@ -163,6 +163,11 @@ struct SecretServiceCLITests {
         #expect(ss.status == 5, "\(ss.stderr)")
         #expect(ss.stderr.contains("no D-Bus session bus"), "\(ss.stderr)")
         #expect(ssMs < 1000, "took \(ssMs) ms")
+        // auto with nothing in the file: exit 3, naming the missing bus and the file, never plainly "not signed in".
+        let nothing = sb.run(["--profile", name, "get"])
+        #expect(nothing.status == 3, "\(nothing.stderr)")
+        #expect(nothing.stderr.hasPrefix("chatgpt-credential: no credential found for profile '\(name)': \(sb.dataDir)/\(name).age does not exist and the Secret Service cannot be reached: no D-Bus session bus found (DBUS_SESSION_BUS_ADDRESS is unset, \(sb.env["XDG_RUNTIME_DIR"]!)/bus is not a socket of this user, "), "\(nothing.stderr)")
+        #expect(!nothing.stderr.contains("not signed in"), "\(nothing.stderr)")
 
         let cred = Self.credential("nobus")
         let stored = sb.run(["--profile", name, "store"], stdin: cred.json) // auto: falls back to the file

@@ -154,7 +154,7 @@ struct SecretServiceStoreTests {
             let child = runStoreChild(op, profile: uniqueProfile("hang"), secret: "x", env: env)
             #expect(!child.raw.timedOut)
             if op == "probe" {
-                #expect(child.result.hasPrefix("probe unavailable ") && child.result.contains("did not answer within 1 s"), "\(child.result)")
+                #expect(child.result.hasPrefix("probe unreachable ") && child.result.contains("did not answer within 1 s"), "\(child.result)")
             } else {
                 #expect(child.result.hasPrefix("error 5 storeNotAnswering ") && child.result.contains("did not answer within 1 s"), "\(op): \(child.result)")
             }
@@ -178,7 +178,7 @@ struct SecretServiceStoreTests {
         let child = runStoreChild("read", profile: uniqueProfile("nobody"), env: env)
         #expect(child.result.hasPrefix("error 5 storeUnavailable the Secret Service cannot be reached: nothing provides it on the session bus \(daemon.firstLine) ("), "\(child.result) \(child.raw.stderr.suffix(800))")
         #expect(child.ms < 1000, "took \(child.ms) ms")
-        #expect(runStoreChild("probe", profile: "p", env: env).result.hasPrefix("probe unavailable "))
+        #expect(runStoreChild("probe", profile: "p", env: env).result.hasPrefix("probe unreachable "))
         #expect(runStoreChild("lookup", profile: "p", env: env).result.hasPrefix("error 5 storeUnavailable "))
     }
 
@@ -197,7 +197,7 @@ struct SecretServiceStoreTests {
         let child = runStoreChild("read", profile: uniqueProfile("nobus"), env: env)
         #expect(child.result.hasPrefix("error 5 storeUnavailable the Secret Service cannot be reached: no D-Bus session bus found (DBUS_SESSION_BUS_ADDRESS is unset, \(runtime)/bus is not a socket of this user, /run/user/\(geteuid())/bus is not a socket of this user)"), "\(child.result)")
         #expect(child.ms < 100, "took \(child.ms) ms")
-        #expect(runStoreChild("probe", profile: "p", env: env).result.hasPrefix("probe unavailable the Secret Service cannot be reached: no D-Bus session bus found"))
+        #expect(runStoreChild("probe", profile: "p", env: env).result.hasPrefix("probe unreachable the Secret Service cannot be reached: no D-Bus session bus found"))
 
         // A regular file where the socket would be is no bus either.
         try Data().write(to: URL(fileURLWithPath: runtime + "/bus"))
@@ -278,6 +278,7 @@ struct SecretServiceChild {
                 case .available: result = "probe available"
                 case .locked(let why): result = "probe locked " + why
                 case .unavailable(let reason): result = "probe unavailable " + reason
+                case .unreachable(let reason): result = "probe unreachable " + reason
                 case .volatile(let collection): result = "probe volatile " + collection
                 }
             default: result = "unknown op \(op)"

@@ -5,8 +5,9 @@ import SystemRuntime
 import Glibc
 #endif
 
-/// Finding the keyring the way the session does and reconnecting to a restarted one (man page
-/// STORES, "Finding the Secret Service"; BROKER), through the built binary, a private dbus-daemon and a real
+/// Finding the keyring the way the session does, reconnecting to a restarted one, and saying what
+/// could not be reached (man page STORES, "Finding the Secret Service" and "Unreachable is never
+/// 'not signed in'"; BROKER), through the built binary, a private dbus-daemon and a real
 /// gnome-keyring-daemon. The bus-less cases run in a mount namespace of their own with a tmpfs on
 /// /run/user, so the real /run/user is never touched.
 @Suite(.serialized) struct SessionBusEndToEndTests {
@@ -231,5 +232,58 @@ import Glibc
         #expect(answer.status == 200, "\(answer.body) \(activated.stderr)")
         let object = try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any]
         #expect(object?["access_token"] as? String == tokens.accessToken, "\(answer.body)")
+    }
+
+    @Test(.enabled(if: SessionBusEndToEndTests.canIsolate, "needs root for a mount namespace"))
+    func noBusAtAllNamesTheMissingBusAndTheFileAndTheBrokerSays503() throws {
+        let s = Sandbox(bus: .none)
+        let file = s.env["HOME"]! + "/.local/share/chatgpt-credential/\(s.profile).age"
+        let expected = "chatgpt-credential: no credential found for profile '\(s.profile)': \(file) does not exist and the Secret Service cannot be reached: no D-Bus session bus found (DBUS_SESSION_BUS_ADDRESS is unset, XDG_RUNTIME_DIR is unset, /run/user/\(Self.uid)/bus is not a socket of this user); if you signed in with a keyring, run this where its session bus is reachable, else sign in here: chatgpt-credential --profile \(s.profile) login\n"
+        let get = Self.isolated(s, bus: nil, ["get"])
+        #expect(get.status == 3, "\(get.stderr)")
+        #expect(get.stdout.isEmpty)
+        #expect(get.stderr == expected)
+
+        let socket = s.root + "/activated.sock"
+        let activated = try IsolatedActivation(s, bus: nil, socket: socket)
+        let answer = Self.curlToken(socket, env: s.env)
+        #expect(answer.status == 503, "\(answer.body) \(activated.stderr)")
+        let object = try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any]
+        #expect(object?["error"] as? String == "store_problem", "\(answer.body)")
+        let message = object?["message"] as? String ?? ""
+        #expect(message.contains("/run/user/\(Self.uid)/bus is not a socket of this user") && message.contains(file), "\(message)")
+        // Client mode: the broker's store problem is exit 5, never "sign in".
+        let client = s.run(["--broker", "unix:" + socket, "get"], timeout: 30)
+        #expect(client.status == 5, "\(client.stderr)")
+        #expect(!client.stderr.contains("sign in where the broker runs"), "\(client.stderr)")
+        #expect(activated.stderr.contains("status=503 store_problem"), "\(activated.stderr)")
+    }
+
+    @Test(.enabled(if: SessionBusEndToEndTests.canIsolate, "needs root for a mount namespace"))
+    func loginWithoutAReachableKeyringWarnsBeforeItStarts() throws {
+        let issuer = try TestIssuer()
+        try issuer.configure(["interval": 0, "approve_after": 0])
+        let s = Sandbox(bus: .none)
+        let file = s.env["HOME"]! + "/.local/share/chatgpt-credential/\(s.profile).age"
+        let warning = "chatgpt-credential: warning: the Secret Service cannot be reached: no D-Bus session bus found (DBUS_SESSION_BUS_ADDRESS is unset, XDG_RUNTIME_DIR is unset, /run/user/\(Self.uid)/bus is not a socket of this user); this sign-in will be kept in the encrypted file \(file), separate from any sign-in in a keyring this process cannot see"
+        let variables = ["CHATGPT_CREDENTIAL_ISSUER": issuer.url]
+
+        // The issuer refuses the device flow: the warning came first, and nothing was created.
+        try issuer.configure(["device_disabled": true])
+        let refused = Self.isolated(s, bus: nil, ["login", "--device"], variables: variables)
+        #expect(refused.status != 0)
+        #expect(refused.stderr.split(separator: "\n").first.map(String.init) == warning, "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: file))
+
+        try issuer.configure(["device_disabled": false])
+        let login = Self.isolated(s, bus: nil, ["login", "--device"], variables: variables)
+        #expect(login.status == 0, "\(login.stderr)")
+        let lines = login.stderr.split(separator: "\n").map(String.init)
+        #expect(lines.first == warning, "\(login.stderr)")
+        let prompt = lines.firstIndex { $0.contains(issuer.url + "/codex/device") }
+        #expect(prompt != nil && prompt! > 0, "\(login.stderr)")
+        #expect(FileManager.default.fileExists(atPath: file))
+        let get = Self.isolated(s, bus: nil, ["get"], variables: variables)
+        #expect(get.status == 0 && get.stdout.hasPrefix("eyJ"), "\(get.stderr)")
     }
 }
