@@ -169,7 +169,7 @@ extension CredentialOwner {
         let (current, answer) = try settledByOthers(initial, need)
         if let answer { return answer }
         let store = current.store
-        try tx.observe(store)
+        try tx.observe(current) // the bytes just decided on, not a second look
 
         // Reserve before spend: no refresh token is spent unless the rotated document can be saved.
         let prepared: Reservation
@@ -279,8 +279,9 @@ extension CredentialOwner {
     private func replaceSpent(with next: TokenDocument, in store: CredentialStore, spent: SecretToken,
                               through prepared: Reservation, _ tx: inout CredentialTransaction) throws -> Bool {
         for _ in 0..<3 { // a writer that keeps changing it gets the last word, reported
-            let seen = try tx.observe(store)
-            guard seen != nil, let stored = try? store.load(profile), stored.refreshToken == spent else { return false } // constant time
+            // One read: what is compared with the spent token is what the write is checked against.
+            guard let stored = try? LocatedCredential.read(profile, from: store), stored.document.refreshToken == spent else { return false } // constant time
+            try tx.observe(stored)
             if try tx.write(next, to: store, through: prepared) { return true }
         }
         return false
