@@ -35,6 +35,10 @@ public enum CredentialError: Error, Equatable, Sendable {
     case wrongKey(String)
     case permissionsTooOpen(path: String)
     case storeFailure(String)
+    /// The encrypted file store's lock (beside the file, man page FILES) cannot be taken here —
+    /// its directory is mounted read-only or cannot be written by this process — so nothing
+    /// there is changed: never changed unlocked. `reason` is the system's word for it.
+    case storeReadOnly(directory: String, reason: String)
     // client mode: a broker's error answer, its exit code from its HTTP status (man page, BROKER)
     case brokerAnswered(status: Int, message: String, broker: String)
 
@@ -45,7 +49,7 @@ public enum CredentialError: Error, Equatable, Sendable {
         case .usage, .badInput: return 2
         case .notSignedIn, .notFoundKeyringUnreachable, .refreshRejected, .backendRejected: return 3
         case .temporary, .lockTimeout: return 4
-        case .keyringLocked, .storeUnavailable, .storeNotAnswering, .storeCorrupt, .wrongKey, .permissionsTooOpen, .storeFailure: return 5
+        case .keyringLocked, .storeUnavailable, .storeNotAnswering, .storeCorrupt, .wrongKey, .permissionsTooOpen, .storeFailure, .storeReadOnly: return 5
         case .interrupted: return 128 + 2 // as a shell reports a process Ctrl-C ended
         case .brokerAnswered(let status, _, _):
             switch status {
@@ -91,6 +95,8 @@ public enum CredentialError: Error, Equatable, Sendable {
             let mode = path.hasSuffix("/") ? "700" : "600"
             text = "\(path) is accessible by group or others; run: chmod \(mode) \(path)"
         case .storeFailure(let m): text = m
+        case .storeReadOnly(let directory, let reason):
+            text = "cannot take the lock of the encrypted file store in \(directory) (\(reason)); nothing there is changed from here: run this where that directory can be written"
         case .brokerAnswered(let status, let m, let broker):
             let said = m.isEmpty ? "HTTP \(status)" : "\(m) (HTTP \(status))"
             switch status {
