@@ -218,9 +218,7 @@ public final class AgeFileStore: CredentialStore {
         defer { closedir(d) }
         var names: [String] = []
         while let entry = readdir(d) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
+            let name = FileSystem.entryName(entry)
             guard name.hasSuffix(".age") else { continue }
             let stem = String(name.dropLast(4))
             if Profile.isValid(stem) { names.append(stem) }

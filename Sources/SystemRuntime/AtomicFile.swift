@@ -256,9 +256,7 @@ public enum AtomicFile {
         guard let d = opendir(dir) else { return }
         defer { closedir(d) }
         while let entry = readdir(d) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
+            let name = FileSystem.entryName(entry)
             guard let pid = tempWriterPID(name, base: base) else { continue }
             guard kill(pid, 0) != 0 && errno == ESRCH else { continue }
             var st = stat()
