@@ -117,24 +117,39 @@ package struct BrokerClient: Sendable {
         withUnsafeMutableBytes(of: &sa.sun_path) { dst in
             for (i, b) in address.path.utf8.enumerated() where i < dst.count - 1 { dst[i] = b }
         }
-        let rc = withUnsafePointer(to: &sa) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        if rc == 0 { return fd }
-        let code = errno
-        switch code {
-        case EINPROGRESS, EAGAIN:
-            // A UNIX socket whose listener's backlog is full: wait for it within the deadline.
-            try wait(fd, Int16(POLLOUT), until: stop)
-            var err: Int32 = 0
-            var len = socklen_t(MemoryLayout<Int32>.size)
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len)
-            if err == 0 { return fd }
-            close(fd)
-            throw connectError(err)
-        default:
-            close(fd)
-            throw connectError(code)
+        var pause: Int64 = 2
+        while true {
+            let rc = withUnsafePointer(to: &sa) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            if rc == 0 { return fd }
+            let code = errno
+            switch code {
+            case EINTR:
+                continue
+            case EAGAIN:
+                // The listener's backlog is full (a UNIX socket's non-blocking connect says EAGAIN
+                // and leaves the socket unconnected; poll would not wait for a slot): try again
+                // with a short back-off, within the same deadline (man page BROKER, Client mode).
+                let left = stop - Clock.monotonicMillis()
+                guard left > 0 else {
+                    close(fd)
+                    throw notAnswering("its backlog stayed full; no answer within \(Deadline.describe(timeout))")
+                }
+                _ = poll(nil, 0, Int32(min(pause, left)))
+                pause = min(pause * 2, 50)
+            case EINPROGRESS:
+                do { try wait(fd, Int16(POLLOUT), until: stop) } catch { close(fd); throw error }
+                var err: Int32 = 0
+                var len = socklen_t(MemoryLayout<Int32>.size)
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len)
+                if err == 0 { return fd }
+                close(fd)
+                throw connectError(err)
+            default:
+                close(fd)
+                throw connectError(code)
+            }
         }
     }
 
