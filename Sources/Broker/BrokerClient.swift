@@ -48,7 +48,9 @@ package struct BrokerClient: Sendable {
     package static let defaultTimeout: Double = 10
     /// The largest answer read (a token answer is a few KiB, a usage answer well under that).
     package static let maxAnswerBytes = 256 * 1024
-    /// The members of an answer that are tokens: parsed into guarded memory, never into Strings.
+    /// The largest usage answer taken: what the host prints for `usage --json` (at most
+    /// `UsageReport.maxAdditional` + 1 limits of two windows each) is a few KiB.
+    package static let maxUsageAnswerBytes = 64 * 1024
 
     /// A broker's answer: the status code and the body, in guarded memory (a token answer
     /// carries the access token).
@@ -72,13 +74,17 @@ package struct BrokerClient: Sendable {
     /// `GET /v1/usage?profile=NAME`: the object `usage --json` prints (no token in it, so no
     /// member is parsed into guarded memory and it can be printed again as text).
     package func usage(profile: Profile) throws -> JSONValue {
-        try json(BrokerProtocol.usagePath + "?profile=" + profile.name)
+        try json(BrokerProtocol.usagePath + "?profile=" + profile.name, maxBytes: Self.maxUsageAnswerBytes)
     }
 
     /// The answer's JSON object when the status is 200; otherwise the broker's error as a
     /// `CredentialError` (its exit code from the status, in the one table).
-    package func json(_ target: String) throws -> JSONValue {
+    /// A 200 answer's body longer than `maxBytes` is refused (exit 1), never half read.
+    package func json(_ target: String, maxBytes: Int = BrokerClient.maxAnswerBytes) throws -> JSONValue {
         let answer = try get(target)
+        if answer.status == 200, answer.body.count > maxBytes {
+            throw CredentialError.failure("the broker at \(address.description) sent an answer of more than \(maxBytes / 1024) KiB, more than the host ever answers")
+        }
         // The token members go into guarded memory: every parse treats them as secret.
         let value = try? JSON.parse(answer.body, maxBytes: Self.maxAnswerBytes)
         guard answer.status == 200 else {

@@ -1,0 +1,170 @@
+import Foundation
+import Testing
+@testable import CLI
+@testable import Broker
+@testable import CredentialCore
+import SystemRuntime
+import Secrets
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A lying broker: a UNIX socket (in a 0700 directory of ours) that answers every request with
+/// the same canned HTTP answer, whatever was asked.
+final class LyingBroker: @unchecked Sendable {
+    let directory: String
+    var path: String { directory + "/broker.sock" }
+    var address: String { "unix:" + path }
+    private let listener: Int32
+    private let stopped = DispatchSemaphore(value: 0)
+
+    init(status: Int = 200, body: String) throws {
+        var template = Array("/tmp/ccred-lying-XXXXXX".utf8CString)
+        directory = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var sa = sockaddr_un()
+        sa.sun_family = sa_family_t(AF_UNIX)
+        let p = directory + "/broker.sock"
+        withUnsafeMutableBytes(of: &sa.sun_path) { dst in for (i, b) in p.utf8.enumerated() { dst[i] = b } }
+        let rc = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        guard rc == 0, listen(listener, 8) == 0 else { throw CredentialError.failure("bind/listen: \(errno)") }
+        let reply = Array("HTTP/1.1 \(status) X\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
+        let fd = listener
+        Thread.detachNewThread { [stopped] in
+            while true {
+                let c = accept(fd, nil, nil)
+                if c < 0 { if errno == EINTR { continue } else { break } }
+                var got: [UInt8] = []
+                var buf = [UInt8](repeating: 0, count: 4096)
+                while !got.suffix(4).elementsEqual([13, 10, 13, 10]) {
+                    let n = read(c, &buf, buf.count)
+                    if n <= 0 { break }
+                    got += buf[0..<n]
+                }
+                var off = 0
+                while off < reply.count {
+                    let n = reply[off...].withUnsafeBytes { send(c, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    if n <= 0 { break }
+                    off += n
+                }
+                close(c)
+            }
+            stopped.signal()
+        }
+    }
+
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        _ = stopped.wait(timeout: .now() + 5)
+        close(listener)
+        unlink(path)
+        rmdir(directory)
+    }
+}
+
+/// A console that keeps what is printed on stdout and stderr and reads nothing.
+final class CapturingConsole: Console, @unchecked Sendable {
+    private(set) var stdout = ""
+    private(set) var lines: [String] = []
+    func out(_ text: String) { stdout += text }
+    func out(_ secret: borrowing SecretBytes) { stdout += String(decoding: secret.unsafeArray(), as: UTF8.self) }
+    func err(_ line: String) { lines.append(line) }
+    func readInput(limit: Int) throws -> SecretBytes { SecretBytes() }
+    func readSome(_ max: Int) throws -> [UInt8] { [] }
+    var stdinIsTerminal: Bool { false }
+    var stderrIsTerminal: Bool { false }
+}
+
+/// Client mode refuses an answer the host would refuse (man page BROKER, Client mode), whatever
+/// the broker says: a lying broker is never passed on.
+@Suite(.serialized) struct BrokerClientModeAnswerTests {
+    /// Runs `args` in client mode against `broker`.
+    func run(_ broker: LyingBroker, _ args: [String]) throws -> (Outcome, CapturingConsole) {
+        let console = CapturingConsole()
+        let runner = Runner(console: console, services: .live(settings: Settings(), console: console))
+        let invocation = try ArgumentParser.parse(["chatgpt-credential", "--broker", broker.address] + args, settings: Settings())
+        return (runner.run(invocation), console)
+    }
+
+    static func tokenAnswer(expiresIn: Int64, accountId: String = #""acct-1""#) -> String {
+        #"{"access_token":"eyJ.lying-token","account_id":\#(accountId),"expires_at":"\#(Clock.rfc3339(Clock.now() + expiresIn))","email":"a@example.com","plan":"plus"}"#
+    }
+
+    @Test func anAccessTokenAlreadyExpiredIsExit4() throws {
+        let broker = try LyingBroker(body: Self.tokenAnswer(expiresIn: -3600))
+        defer { broker.stop() }
+        for args in [["get"], ["get", "--json"], ["status"]] {
+            let (outcome, console) = try run(broker, args)
+            #expect(outcome == .exit(4), "\(args): expected exit 4 for an expired token: \(outcome) \(console.lines)")
+            #expect(!console.stdout.contains("eyJ.lying-token"), "\(args) printed the expired token")
+            #expect(console.lines.count == 1 && console.lines.first?.contains("expired") == true, "\(args): \(console.lines)")
+        }
+    }
+
+    /// Valid, but for less than `--min-ttl`: printed, with the notice the host prints when even a
+    /// fresh token falls short of what was asked (`RefreshPolicy.afterRefresh`).
+    @Test func aTokenShortOfMinTTLIsPrintedWithTheHostsNotice() throws {
+        let broker = try LyingBroker(body: Self.tokenAnswer(expiresIn: 1200))
+        defer { broker.stop() }
+        let (outcome, console) = try run(broker, ["get", "--min-ttl", "7200"])
+        #expect(outcome == .exit(0), "expected exit 0 for a valid token short of --min-ttl: \(outcome) \(console.lines)")
+        #expect(console.stdout == "eyJ.lying-token\n")
+        #expect(console.lines.count == 1, "\(console.lines)")
+        #expect(console.lines.first?.hasPrefix("chatgpt-credential: notice: the issuer grants tokens valid for ") == true
+                && console.lines.first?.contains("less than the 7200 s asked for; printing this one") == true, "\(console.lines)")
+        // Long enough: no notice.
+        let (plain, quiet) = try run(broker, ["get", "--min-ttl", "600"])
+        #expect(plain == .exit(0) && quiet.lines.isEmpty, "expected exit 0 without a notice: \(quiet.lines)")
+    }
+
+    @Test(arguments: ["12345", "null", "[\"acct-1\"]", "{\"id\":\"acct-1\"}", "true"])
+    func aNonStringAccountIdIsExit1(_ accountId: String) throws {
+        let broker = try LyingBroker(body: Self.tokenAnswer(expiresIn: 3600, accountId: accountId))
+        defer { broker.stop() }
+        for args in [["get"], ["get", "--json"], ["get", "--account-id"], ["status"]] {
+            let (outcome, console) = try run(broker, args)
+            #expect(outcome == .exit(1), "account_id \(accountId), \(args): expected exit 1 (malformed answer): \(outcome) \(console.stdout)")
+            #expect(console.stdout.isEmpty, "\(args) printed \(console.stdout)")
+            #expect(console.lines.count == 1 && console.lines.first?.contains("malformed") == true, "\(console.lines)")
+        }
+    }
+
+    /// A usage answer the host would never print: more windows in a limit than there are roles,
+    /// more additional limits than `UsageReport.maxAdditional`, or a body over 64 KiB.
+    static func repeated(_ item: String, _ count: Int) -> String {
+        Array(repeating: item, count: count).joined(separator: ",")
+    }
+
+    static let oversizedUsage: [String] = {
+        let manyWindows: String = #"{"plan":"plus","windows":["# + repeated(#"{"name":"primary","used_percent":1}"#, 5000) + "]}"
+        let manyLimits: String = #"{"plan":"plus","windows":[],"additional_limits":["# + repeated(#"{"name":"x","windows":[]}"#, 5000) + "]}"
+        let threeWindows: String = #"{"plan":"plus","windows":[],"additional_limits":[{"name":"x","windows":["# + repeated(#"{"name":"primary"}"#, 3) + "]}]}"
+        let big: String = #"{"plan":"plus","windows":[],"credits":{"balance":""# + String(repeating: "9", count: 70_000) + #""}}"#
+        return [manyWindows, manyLimits, threeWindows, big]
+    }()
+
+    @Test(arguments: oversizedUsage)
+    func anOversizedUsageAnswerIsExit1(_ body: String) throws {
+        let broker = try LyingBroker(body: body)
+        defer { broker.stop() }
+        for args in [["usage", "--json"], ["usage"]] {
+            let (outcome, console) = try run(broker, args)
+            #expect(outcome == .exit(1), "\(args): expected exit 1 for an oversized usage answer (\(body.utf8.count) bytes): \(outcome)")
+            #expect(console.stdout.isEmpty, "\(args) printed \(console.stdout.prefix(200))")
+            #expect(console.lines.count == 1, "\(console.lines)")
+        }
+    }
+
+    /// What the host prints is taken: two windows, 16 additional limits.
+    @Test func aUsageAnswerTheHostCouldPrintIsPrintedAsTheHostWould() throws {
+        let window = #"{"name":"primary","label":"5h","window_seconds":18000,"used_percent":12,"resets_at":null}"#
+        let extra: String = #"{"name":"x","metered_feature":null,"allowed":true,"limit_reached":false,"windows":[\#(window)]}"#
+        let head: String = #"{"plan":"plus","allowed":true,"limit_reached":false,"windows":[\#(window)],"credits":null,"additional_limits":["#
+        let body: String = head + Self.repeated(extra, 16) + "]}"
+        let broker = try LyingBroker(body: body)
+        defer { broker.stop() }
+        let (outcome, console) = try run(broker, ["usage", "--json"])
+        #expect(outcome == .exit(0), "expected exit 0: \(console.lines)")
+        #expect(console.stdout == body + "\n")
+    }
+}
