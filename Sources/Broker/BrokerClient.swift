@@ -100,6 +100,7 @@ package struct BrokerClient: Sendable {
     /// One request, one answer (`Connection: close`), within the deadline.
     package func get(_ target: String) throws -> Reply {
         let stop = Clock.monotonicMillis() + Int64(timeout * 1000)
+        try checkDirectory()
         let fd = try connect(until: stop)
         defer { close(fd) }
         let request = "GET \(target) HTTP/1.1\r\nHost: localhost\r\nUser-Agent: chatgpt-credential\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
@@ -110,6 +111,35 @@ package struct BrokerClient: Sendable {
     }
 
     // MARK: the socket
+
+    /// A socket in a directory another user can write (a squatted path in `/tmp`) may be anyone's:
+    /// refused before connecting, exit 5 (man page BROKER, Client mode). The directory judged is
+    /// the real one the socket is in (symbolic links resolved): it must be owned by this user or
+    /// root and not writable by group or others; a sticky world-writable `/tmp` is refused too. A
+    /// directory that is not there is left to `connect` ("no broker socket", exit 5).
+    func checkDirectory() throws {
+        let path = address.path
+        let slash = path.utf8.lastIndex(of: UInt8(ascii: "/"))!
+        let parent = slash == path.utf8.startIndex ? "/" : String(path[..<slash])
+        guard let resolved = realpath(parent, nil) else { return }
+        let real = String(cString: resolved)
+        free(resolved)
+        var st = stat()
+        guard lstat(real, &st) == 0 else { return }
+        let mode = st.st_mode & 0o7777
+        let why: String
+        if st.st_mode & S_IFMT != S_IFDIR {
+            why = "is not a directory"
+        } else if st.st_uid != geteuid() && st.st_uid != 0 {
+            why = "belongs to uid \(st.st_uid), not to this user (uid \(geteuid())) or root"
+        } else if mode & 0o022 != 0 {
+            why = "is writable by \(mode & 0o002 != 0 ? "others" : "its group") (mode \(String(mode, radix: 8)))"
+        } else {
+            return
+        }
+        let shown = real == parent ? Sanitize.line(real) : "\(Sanitize.line(parent)) (\(Sanitize.line(real)))"
+        throw CredentialError.storeUnavailable("refusing the broker socket \(Sanitize.line(path)): its directory \(shown) \(why), so another user could have put the socket there; keep the broker's socket in a directory of your own that others cannot write")
+    }
 
     private func notAnswering(_ why: String) -> CredentialError {
         .temporary("broker not answering at \(address.description) (\(why))")

@@ -331,3 +331,79 @@ final class ClientOutcome: @unchecked Sendable {
         #expect(took >= 950 && took < 3000, "expected exit 4 at the 1 s deadline; took \(took) ms")
     }
 }
+
+/// The socket's directory decides (man page BROKER, Client mode): one that another user can
+/// write is refused, exit 5, before any connection is made.
+@Suite struct BrokerClientDirectoryTests {
+    /// A listening socket (never accepting) at `directory/broker.sock`; the directory is made
+    /// with mkdtemp (0700, ours) and then given `mode`.
+    final class Listener {
+        let directory: String
+        let fd: Int32
+        var path: String { directory + "/broker.sock" }
+        init(mode: mode_t, owner: uid_t? = nil) throws {
+            var template = Array("/tmp/ccred-bdir-XXXXXX".utf8CString)
+            directory = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            var sa = FullBacklog.address(directory + "/broker.sock")
+            let rc = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+            guard rc == 0, listen(fd, 8) == 0 else { throw CredentialError.failure("bind/listen: \(errno)") }
+            if let owner { guard chown(directory, owner, owner) == 0 else { throw CredentialError.failure("chown: \(errno)") } }
+            guard chmod(directory, mode) == 0 else { throw CredentialError.failure("chmod: \(errno)") }
+        }
+        /// Whether a connection is waiting to be accepted: the client got as far as connect.
+        var connected: Bool {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            return poll(&p, 1, 0) == 1
+        }
+        deinit {
+            close(fd)
+            unlink(path)
+            rmdir(directory)
+        }
+    }
+
+    func outcome(_ path: String) -> CredentialError? {
+        do { _ = try BrokerClient(address: BrokerAddress(path: path), timeout: 0.2).get(BrokerProtocol.healthPath); return nil } catch let e as CredentialError { return e } catch { return .failure("\(error)") }
+    }
+
+    @Test(arguments: [mode_t(0o1777), 0o777, 0o770, 0o730, 0o702])
+    func aDirectoryOthersCanWriteIsRefusedWithExit5BeforeConnecting(_ mode: mode_t) throws {
+        let l = try Listener(mode: mode)
+        let e = outcome(l.path)
+        #expect(e?.exitCode == 5 && e?.message.contains("its directory \(l.directory) is writable by") == true,
+                "mode \(String(mode, radix: 8)): expected exit 5: \(e?.exitCode ?? 0) \(e?.message ?? "answered")")
+        #expect(!l.connected, "mode \(String(mode, radix: 8)): it connected before refusing")
+        #expect(e.map { !$0.message.contains("\n") } ?? true)
+    }
+
+    @Test func tmpItselfIsRefusedWithExit5() {
+        let e = outcome("/tmp/ccred-squatted-\(getpid()).sock")
+        #expect(e?.exitCode == 5 && e?.message.contains("its directory /tmp is writable by others (mode 1777)") == true, "expected exit 5: \(e?.message ?? "answered")")
+    }
+
+    /// The real directory is judged: a link to /tmp inside a directory of ours is still /tmp.
+    @Test func aSymbolicLinkToTmpIsJudgedAsTmp() throws {
+        let l = try Listener(mode: 0o700)
+        #expect(symlink("/tmp", l.directory + "/tmp-link") == 0)
+        defer { unlink(l.directory + "/tmp-link") }
+        let e = outcome(l.directory + "/tmp-link/ccred-squatted.sock")
+        #expect(e?.exitCode == 5 && e?.message.contains("(/tmp) is writable by others") == true, "expected exit 5: \(e?.message ?? "answered")")
+    }
+
+    @Test(.enabled(if: geteuid() == 0)) func aDirectoryOfAnotherUserIsRefusedWithExit5() throws {
+        let l = try Listener(mode: 0o755, owner: 4321)
+        let e = outcome(l.path)
+        #expect(e?.exitCode == 5 && e?.message.contains("belongs to uid 4321") == true, "expected exit 5: \(e?.message ?? "answered")")
+        #expect(!l.connected)
+    }
+
+    /// A directory of our own, 0700 or 0755 (a socket bound into a container): asked.
+    @Test(arguments: [mode_t(0o700), 0o755, 0o750, 0o1755])
+    func aDirectoryOfOurOwnIsAsked(_ mode: mode_t) throws {
+        let l = try Listener(mode: mode)
+        let e = outcome(l.path)
+        #expect(e?.exitCode == 4 && e?.message.contains("no answer within") == true, "mode \(String(mode, radix: 8)): expected exit 4 (asked, no answer): \(e?.message ?? "answered")")
+        #expect(l.connected, "mode \(String(mode, radix: 8)): it did not connect")
+    }
+}
