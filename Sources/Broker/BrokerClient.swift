@@ -192,9 +192,9 @@ package struct BrokerClient: Sendable {
     private func connectError(_ code: Int32) -> CredentialError {
         switch code {
         case ENOENT, ENOTDIR:
-            return .storeUnavailable("no broker socket at \(address.path); start the broker where the credential is (chatgpt-credential serve, or systemctl --user start chatgpt-credential.socket)")
+            return .storeUnavailable("no broker socket at \(address.path); start the broker on the broker's side, where the credential is: chatgpt-credential serve, or systemctl --user start chatgpt-credential.socket")
         case ECONNREFUSED:
-            return notAnswering("nothing listens on the socket; is chatgpt-credential serve running?")
+            return notAnswering("nothing listens on the socket; is chatgpt-credential serve running on the broker's side?")
         case EACCES, EPERM:
             return .storeUnavailable("cannot reach the broker socket \(address.path): \(FileSystem.errorText(code))")
         case ENOTSOCK:

@@ -14,6 +14,11 @@ import Secrets
 /// host (`GetFormatter`, `UsageRenderer`, the git and docker protocols).
 extension Runner {
     func clientMode(_ command: Command, _ g: GlobalOptions, _ address: BrokerAddress) throws -> Outcome {
+        // Advice names what to run on the broker's side, never a verb refused here (ClientModeAdvice).
+        do { return try clientModeVerb(command, g, address) } catch let e as CredentialError { throw e.inClientMode }
+    }
+
+    private func clientModeVerb(_ command: Command, _ g: GlobalOptions, _ address: BrokerAddress) throws -> Outcome {
         let broker = BrokerClient(address: address)
         verbose(g, "client mode: asking the broker at \(address.description)")
         switch command {
@@ -133,6 +138,7 @@ extension Runner {
         do {
             document = try brokerToken(broker, g, requiredTTL: nil)
         } catch let e as CredentialError {
+            let e = e.inClientMode
             if json {
                 let members: [(String, JSONValue)] = [("profile", .string(g.profile.name)), ("broker", .string(broker.address.description)),
                                                       ("signed_in", .bool(false)), ("needs_login", .bool(e.exitCode == 3)),

@@ -99,7 +99,9 @@ public enum CredentialError: Error, Equatable, Sendable {
         case .brokerAnswered(let status, let m, let broker):
             let said = m.isEmpty ? "HTTP \(status)" : "\(m) (HTTP \(status))"
             switch status {
-            case 403: text = "the broker at \(broker) refused this process: \(said); it answers its own user (or one named by serve --allow-uid)"
+            case 403: text = "the broker at \(broker) refused this process: \(said); it answers its own user (or one the broker's side allows with --allow-uid)"
+            // Client mode has already put the broker's own advice on the broker's side.
+            case 401 where m.contains("broker's side"): text = "the broker at \(broker) says: \(said)"
             case 401: text = "the broker at \(broker) says: \(said); sign in where the broker runs"
             default: text = "the broker at \(broker) says: \(said)"
             }

@@ -66,11 +66,13 @@ final class LyingBroker: @unchecked Sendable {
 final class CapturingConsole: Console, @unchecked Sendable {
     private(set) var stdout = ""
     private(set) var lines: [String] = []
+    private var input: [UInt8]
+    init(stdin: String = "") { input = Array(stdin.utf8) }
     func out(_ text: String) { stdout += text }
     func out(_ secret: borrowing SecretBytes) { stdout += String(decoding: secret.unsafeArray(), as: UTF8.self) }
     func err(_ line: String) { lines.append(line) }
-    func readInput(limit: Int) throws -> SecretBytes { SecretBytes() }
-    func readSome(_ max: Int) throws -> [UInt8] { [] }
+    func readInput(limit: Int) throws -> SecretBytes { defer { input = [] }; return SecretBytes(copying: input) }
+    func readSome(_ max: Int) throws -> [UInt8] { let n = min(max, input.count); defer { input.removeFirst(n) }; return Array(input[0..<n]) }
     var stdinIsTerminal: Bool { false }
     var stderrIsTerminal: Bool { false }
 }
@@ -79,10 +81,14 @@ final class CapturingConsole: Console, @unchecked Sendable {
 /// the broker says: a lying broker is never passed on.
 @Suite(.serialized) struct BrokerClientModeAnswerTests {
     /// Runs `args` in client mode against `broker`.
-    func run(_ broker: LyingBroker, _ args: [String]) throws -> (Outcome, CapturingConsole) {
-        let console = CapturingConsole()
+    func run(_ broker: LyingBroker, _ args: [String], argv0: String = "chatgpt-credential", stdin: String = "") throws -> (Outcome, CapturingConsole) {
+        try run(address: broker.address, args, argv0: argv0, stdin: stdin)
+    }
+
+    func run(address: String, _ args: [String], argv0: String = "chatgpt-credential", stdin: String = "") throws -> (Outcome, CapturingConsole) {
+        let console = CapturingConsole(stdin: stdin)
         let runner = Runner(console: console, services: .live(settings: Settings(), console: console))
-        let invocation = try ArgumentParser.parse(["chatgpt-credential", "--broker", broker.address] + args, settings: Settings())
+        let invocation = try ArgumentParser.parse([argv0, "--broker", address] + args, settings: Settings())
         return (runner.run(invocation), console)
     }
 
@@ -166,5 +172,133 @@ final class CapturingConsole: Console, @unchecked Sendable {
         let (outcome, console) = try run(broker, ["usage", "--json"])
         #expect(outcome == .exit(0), "expected exit 0: \(console.lines)")
         #expect(console.stdout == body + "\n")
+    }
+}
+
+/// Advice in client mode never names a verb client mode refuses as something to run here
+/// (man page BROKER, Client mode): every path by which advice reaches a client-mode user.
+@Suite(.serialized) struct ClientModeAdviceTests {
+    static let refusedVerbs = ["login", "store", "erase", "refresh", "serve", "sink"]
+
+    /// The clauses of `line` (between `;`, `(` and `)`) that name a refused verb, as a command
+    /// (`chatgpt-credential [--OPTION [VALUE]]… VERB`) or as `VERB --option`, without saying
+    /// "broker's side".
+    static func adviceHere(_ line: String) -> [String] {
+        let verbs = refusedVerbs.joined(separator: "|")
+        let command = try! NSRegularExpression(pattern: "chatgpt-credential( --[a-z-]+( [^ -][^ ;()]*)?)* '?(\(verbs))\\b|\\b(\(verbs)) --[a-z]")
+        return line.split(whereSeparator: { ";()".contains($0) }).map(String.init).filter { clause in
+            command.firstMatch(in: clause, range: NSRange(clause.startIndex..., in: clause)) != nil && !clause.contains("broker's side")
+        }
+    }
+
+    @Test func theCheckerSeesTheHostsAdvice() {
+        #expect(!Self.adviceHere(CredentialError.notSignedIn(profile: "work").message).isEmpty)
+        #expect(!Self.adviceHere("it answers its own user (or one named by serve --allow-uid)").isEmpty)
+        #expect(Self.adviceHere("'erase' is refused in client mode (broker unix:/b): only the broker's side changes or serves the credential; run it there").isEmpty)
+    }
+
+    /// What the host says when it advises a refused verb, relayed by the broker with its status.
+    static let relayed: [(status: Int, message: String, args: [String])] = [
+        (401, CredentialError.notSignedIn(profile: "default").message, ["get"]),
+        (401, CredentialError.notSignedIn(profile: "work").message, ["--profile", "work", "get"]),
+        (401, CredentialError.refreshRejected(profile: "default", code: "refresh_token_reused").message, ["get", "--json"]),
+        (401, CredentialError.backendRejected(profile: "default").message, ["usage"]),
+        (503, CredentialError.notFoundKeyringUnreachable(profile: "default", keyring: "the Secret Service is not reachable", file: "/h/default.age").message, ["status"]),
+        (503, "the stored copy is damaged; " + Profile.default.removeDamagedHint, ["get"]),
+        (503, CredentialError.storeCorrupt("the stored access token contains characters that cannot be sent; sign in again: chatgpt-credential login").message, ["exec", "--", "/bin/true"]),
+        (403, "peer uid 1234 is not allowed", ["get"]),
+    ]
+
+    @Test(arguments: 0..<relayed.count)
+    func theBrokersAdviceIsForTheBrokersSide(_ i: Int) throws {
+        let (status, message, args) = Self.relayed[i]
+        let broker = try LyingBroker(status: status, body: JSON.serialize(.object([("error", .string("x")), ("message", .string(message))])))
+        defer { broker.stop() }
+        let expected = CredentialError.exitCode(forBrokerStatus: status)
+        let (outcome, console) = try ClientModeAnswerRunner.run(broker.address, args)
+        #expect(outcome == .exit(expected), "\(args): expected exit \(expected) for HTTP \(status): \(outcome)")
+        #expect(console.lines.count == 1, "\(console.lines)")
+        let line = console.lines.joined()
+        #expect(Self.adviceHere(line).isEmpty, "\(args), HTTP \(status): advice for a refused verb here: \(line)")
+        if message.contains("chatgpt-credential") {
+            #expect(line.contains("broker's side"), "\(line)")
+        }
+    }
+
+    /// The same relayed through `status --json`'s error member.
+    @Test func statusJSONsErrorIsForTheBrokersSide() throws {
+        let broker = try LyingBroker(status: 401, body: JSON.serialize(.object([("error", .string("login_required")), ("message", .string(CredentialError.notSignedIn(profile: "default").message))])))
+        defer { broker.stop() }
+        let (outcome, console) = try ClientModeAnswerRunner.run(broker.address, ["status", "--json"])
+        #expect(outcome == .exit(3), "expected exit 3: \(outcome)")
+        #expect(console.stdout.contains("\"needs_login\":true") && console.stdout.contains("on the broker's side: chatgpt-credential login"), "\(console.stdout)")
+        #expect(Self.adviceHere(console.stdout).isEmpty, "\(console.stdout)")
+    }
+
+    /// Advice made here of the broker's answer: an empty account id, a token with bytes a token
+    /// cannot have (get, exec, git's and docker's helpers).
+    @Test func adviceMadeOfTheAnswerIsForTheBrokersSide() throws {
+        let expires = Clock.rfc3339(Clock.now() + 3600)
+        let noAccount = try LyingBroker(body: #"{"access_token":"eyJ.tok","account_id":"","expires_at":"\#(expires)","email":"","plan":""}"#)
+        defer { noAccount.stop() }
+        let badToken = try LyingBroker(body: #"{"access_token":"eyJ.bad\u0001tok","account_id":"acct-1","expires_at":"\#(expires)","email":"","plan":""}"#)
+        defer { badToken.stop() }
+        let git = "protocol=https\nhost=chatgpt.com\n\n"
+        let cases: [(LyingBroker, [String], String, String, Int32)] = [
+            (noAccount, ["get", "--account-id"], "chatgpt-credential", "", 1),
+            (noAccount, ["get", "--header"], "chatgpt-credential", "", 1),
+            (badToken, ["get"], "chatgpt-credential", "", 5),
+            (badToken, ["exec", "--", "/bin/true"], "chatgpt-credential", "", 5),
+            (badToken, ["get"], "git-credential-chatgpt", git, 5),
+            (badToken, ["get"], "docker-credential-chatgpt", "https://chatgpt.com", 1),
+        ]
+        for (broker, args, argv0, stdin, expected) in cases {
+            let (outcome, console) = try ClientModeAnswerRunner.run(broker.address, args, argv0: argv0, stdin: stdin)
+            #expect(outcome == .exit(expected), "\(argv0) \(args): expected exit \(expected): \(outcome) \(console.lines) \(console.stdout)")
+            // docker's helpers report on stdout.
+            let said = argv0.hasPrefix("docker") ? console.stdout : console.lines.joined(separator: "\n")
+            #expect(said.contains("sign in again on the broker's side: chatgpt-credential login"), "\(argv0) \(args): \(said)")
+            #expect(Self.adviceHere(said).isEmpty, "\(argv0) \(args): advice for a refused verb here: \(said)")
+        }
+    }
+
+    /// The client's own advice: a missing socket, a socket nobody listens on.
+    @Test func theClientsOwnAdviceIsForTheBrokersSide() throws {
+        var template = Array("/tmp/ccred-advice-XXXXXX".utf8CString)
+        let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        defer { unlink(dir + "/dead.sock"); rmdir(dir) }
+        let missing = try ClientModeAnswerRunner.run("unix:" + dir + "/none.sock", ["get"])
+        #expect(missing.0 == .exit(5), "expected exit 5 for a missing socket: \(missing.0)")
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(fd) }
+        var sa = sockaddr_un()
+        sa.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &sa.sun_path) { dst in for (i, b) in (dir + "/dead.sock").utf8.enumerated() { dst[i] = b } }
+        _ = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        let dead = try ClientModeAnswerRunner.run("unix:" + dir + "/dead.sock", ["get"])
+        #expect(dead.0 == .exit(4), "expected exit 4 for a socket nobody listens on: \(dead.0)")
+        for line in missing.1.lines + dead.1.lines {
+            #expect(Self.adviceHere(line).isEmpty && line.contains("broker's side"), "advice for a refused verb here: \(line)")
+        }
+    }
+
+    @Test func theRewritingKeepsWhatIsNotAdviceAndIsIdempotent() {
+        let once = ClientModeAdvice.onTheBrokersSide("profile 'work' is not signed in; run: chatgpt-credential --profile work login")
+        #expect(once == "profile 'work' is not signed in; run on the broker's side: chatgpt-credential --profile work login")
+        #expect(ClientModeAdvice.onTheBrokersSide(once) == once)
+        #expect(ClientModeAdvice.onTheBrokersSide("else sign in here: chatgpt-credential login") == "else sign in on the broker's side: chatgpt-credential login")
+        for plain in ["the broker at unix:/run/chatgpt-credential/broker.sock says: HTTP 500", "run: chatgpt-credential get --json", "run: chmod 600 /x"] {
+            #expect(ClientModeAdvice.onTheBrokersSide(plain) == plain)
+        }
+    }
+}
+
+/// Runs one client-mode invocation in process.
+enum ClientModeAnswerRunner {
+    static func run(_ address: String, _ args: [String], argv0: String = "chatgpt-credential", stdin: String = "") throws -> (Outcome, CapturingConsole) {
+        let console = CapturingConsole(stdin: stdin)
+        let runner = Runner(console: console, services: .live(settings: Settings(), console: console))
+        let invocation = try ArgumentParser.parse([argv0, "--broker", address] + args, settings: Settings())
+        return (runner.run(invocation), console)
     }
 }

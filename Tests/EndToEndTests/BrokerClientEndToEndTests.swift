@@ -284,7 +284,9 @@ import Glibc
         try host.startBroker()
         defer { host.stopBroker() }
         let notSignedIn = Self.sandboxed(host.socket, ["chatgpt-credential", "--profile", "other", "get"])
-        #expect(notSignedIn.status == 3 && notSignedIn.stderr.contains("sign in where the broker runs"), "\(notSignedIn.stderr)")
+        // The broker's advice is for its side: client mode refuses login (man page BROKER, Client mode).
+        #expect(notSignedIn.status == 3 && notSignedIn.stderr.contains("run on the broker's side: chatgpt-credential --profile other login")
+                && !notSignedIn.stderr.contains("run: chatgpt-credential"), "\(notSignedIn.stderr)")
         let status = Self.sandboxed(host.socket, ["chatgpt-credential", "--profile", "other", "status", "--json"])
         #expect(status.status == 3 && status.stdout.contains("\"signed_in\":false"), "\(status.stdout) \(status.stderr)")
         let dockerList = Self.sandboxed(host.socket, ["docker-credential-chatgpt", "--profile", "other", "list"])
