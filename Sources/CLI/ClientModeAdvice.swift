@@ -14,7 +14,7 @@ enum ClientModeAdvice {
     /// the broker's side: `…: chatgpt-credential login` becomes `… on the broker's side:
     /// chatgpt-credential login` ("here" dropped: `sign in here:` is not here); elsewhere `on the
     /// broker's side` ends the clause. A clause (between `;`, `(` and `)`) that already says
-    /// "broker's side" is left alone.
+    /// "broker's side", or points at the verb's `--help`, is left alone.
     static func onTheBrokersSide(_ text: String, refused: Set<String> = refusedVerbs) -> String {
         var chars = Array(text)
         let program = Array(CommandLineSpec.programName + " ")
@@ -38,7 +38,9 @@ enum ClientModeAdvice {
             let separators: Set<Character> = [";", "(", ")"]
             let clauseStart = (chars[..<start].lastIndex(where: { separators.contains($0) }) ?? -1) + 1
             let clauseEnd = chars[start...].firstIndex(where: { separators.contains($0) }) ?? chars.count
-            if String(chars[clauseStart..<clauseEnd]).contains(side) { continue }
+            let clause = String(chars[clauseStart..<clauseEnd])
+            // Its help (`VERB --help`) runs here too: only running the verb is for the broker's side.
+            if clause.contains(side) || clause.contains(" --help") { continue }
             if start >= 2, chars[start - 2] == ":", chars[start - 1] == " " {
                 var at = start - 2
                 if at >= 5, String(chars[(at - 5)..<at]) == " here" { chars.removeSubrange((at - 5)..<at); at -= 5 }

@@ -185,7 +185,8 @@ final class CapturingConsole: Console, @unchecked Sendable {
     /// "broker's side".
     static func adviceHere(_ line: String) -> [String] {
         let verbs = refusedVerbs.joined(separator: "|")
-        let command = try! NSRegularExpression(pattern: "chatgpt-credential( --[a-z-]+( [^ -][^ ;()]*)?)* '?(\(verbs))\\b|\\b(\(verbs)) --[a-z]")
+        // A verb's --help runs in client mode too: pointing at it is no advice to run the verb.
+        let command = try! NSRegularExpression(pattern: "chatgpt-credential( --[a-z-]+( [^ -][^ ;()]*)?)* '?(\(verbs))\\b(?! --help)|\\b(\(verbs))'?( --(?!help)[a-z]|\\?)")
         return line.split(whereSeparator: { ";()".contains($0) }).map(String.init).filter { clause in
             command.firstMatch(in: clause, range: NSRange(clause.startIndex..., in: clause)) != nil && !clause.contains("broker's side")
         }
@@ -194,6 +195,8 @@ final class CapturingConsole: Console, @unchecked Sendable {
     @Test func theCheckerSeesTheHostsAdvice() {
         #expect(!Self.adviceHere(CredentialError.notSignedIn(profile: "work").message).isEmpty)
         #expect(!Self.adviceHere("it answers its own user (or one named by serve --allow-uid)").isEmpty)
+        #expect(!Self.adviceHere("unknown verb 'logn'; did you mean 'login'? (see: chatgpt-credential login --help)").isEmpty)
+        #expect(Self.adviceHere("unknown verb 'x' (see: chatgpt-credential login --help)").isEmpty)
         #expect(Self.adviceHere("'erase' is refused in client mode (broker unix:/b): only the broker's side changes or serves the credential; run it there").isEmpty)
     }
 
@@ -282,12 +285,33 @@ final class CapturingConsole: Console, @unchecked Sendable {
         }
     }
 
+    /// A mistyped verb, or one of another tool's words, in client mode: a refused verb is meant for
+    /// the broker's side, never "to do that here".
+    @Test(arguments: ["logout", "signin", "logn", "eras", "refesh", "serv"])
+    func aVerbHintInClientModeIsForTheBrokersSide(_ word: String) throws {
+        for env in [["CHATGPT_CREDENTIAL_BROKER": "unix:/run/b.sock"], [:]] {
+            let args = env.isEmpty ? ["chatgpt-credential", "--broker", "unix:/run/b.sock", word] : ["chatgpt-credential", word]
+            do {
+                _ = try ArgumentParser.parse(args, settings: Settings(environment: env))
+                Issue.record("\(word) was accepted")
+            } catch let e as CredentialError {
+                #expect(e.exitCode == 2, "\(word): expected exit 2: \(e.message)")
+                #expect(e.message.contains("on the broker's side") && Self.adviceHere(e.message).isEmpty, "\(word): \(e.message)")
+            }
+        }
+        // Without a broker the host's hint stands.
+        do { _ = try ArgumentParser.parse(["chatgpt-credential", "logout"], settings: Settings()) } catch let e as CredentialError {
+            #expect(e.message.contains("to do that here: chatgpt-credential erase"), "\(e.message)")
+        }
+    }
+
     @Test func theRewritingKeepsWhatIsNotAdviceAndIsIdempotent() {
         let once = ClientModeAdvice.onTheBrokersSide("profile 'work' is not signed in; run: chatgpt-credential --profile work login")
         #expect(once == "profile 'work' is not signed in; run on the broker's side: chatgpt-credential --profile work login")
         #expect(ClientModeAdvice.onTheBrokersSide(once) == once)
         #expect(ClientModeAdvice.onTheBrokersSide("else sign in here: chatgpt-credential login") == "else sign in on the broker's side: chatgpt-credential login")
-        for plain in ["the broker at unix:/run/chatgpt-credential/broker.sock says: HTTP 500", "run: chatgpt-credential get --json", "run: chmod 600 /x"] {
+        for plain in ["the broker at unix:/run/chatgpt-credential/broker.sock says: HTTP 500", "run: chatgpt-credential get --json", "run: chmod 600 /x",
+                      "unknown verb 'x' (see: chatgpt-credential erase --help)"] {
             #expect(ClientModeAdvice.onTheBrokersSide(plain) == plain)
         }
     }
