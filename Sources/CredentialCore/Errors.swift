@@ -51,14 +51,19 @@ public enum CredentialError: Error, Equatable, Sendable {
         case .temporary, .lockTimeout: return 4
         case .keyringLocked, .storeUnavailable, .storeNotAnswering, .storeCorrupt, .wrongKey, .permissionsTooOpen, .storeFailure, .storeReadOnly: return 5
         case .interrupted: return 128 + 2 // as a shell reports a process Ctrl-C ended
-        case .brokerAnswered(let status, _, _):
-            switch status {
-            case 400: return 2          // bad request
-            case 401: return 3          // login required where the broker runs
-            case 502: return 4          // temporary
-            case 403, 503: return 5     // this peer refused; the broker's store problem
-            default: return 1
-            }
+        case .brokerAnswered(let status, _, _): return Self.exitCode(forBrokerStatus: status)
+        }
+    }
+
+    /// A broker's error status as an exit code (man page BROKER, Client mode): the one table,
+    /// read by client mode (`brokerAnswered`) and by the broker (`BrokerProtocol.exitCode(forStatus:)`).
+    public static func exitCode(forBrokerStatus status: Int) -> Int32 {
+        switch status {
+        case 400: return 2          // bad request
+        case 401: return 3          // login required where the broker runs
+        case 502: return 4          // temporary
+        case 403, 503: return 5     // this peer refused; the broker's store problem
+        default: return 1
         }
     }
 
@@ -100,7 +105,9 @@ public enum CredentialError: Error, Equatable, Sendable {
         case .brokerAnswered(let status, let m, let broker):
             let said = m.isEmpty ? "HTTP \(status)" : "\(m) (HTTP \(status))"
             switch status {
-            case 403: text = "the broker at \(broker) refused this process: \(said); it answers its own user (or one named by serve --allow-uid)"
+            case 403: text = "the broker at \(broker) refused this process: \(said); it answers its own user (or one the broker's side allows with --allow-uid)"
+            // Client mode has already put the broker's own advice on the broker's side.
+            case 401 where m.contains("broker's side"): text = "the broker at \(broker) says: \(said)"
             case 401: text = "the broker at \(broker) says: \(said); sign in where the broker runs"
             default: text = "the broker at \(broker) says: \(said)"
             }
