@@ -76,7 +76,7 @@ extension CredentialError {
         case .storeFailure(let m): return .storeFailure(f(m))
         case .brokerAnswered(let status, let m, let broker): return .brokerAnswered(status: status, message: f(m), broker: broker)
         // Made only where a store is read, never in client mode (its 401s come as brokerAnswered).
-        case .notSignedIn, .notFoundKeyringUnreachable, .refreshRejected, .backendRejected, .lockTimeout, .permissionsTooOpen:
+        case .notSignedIn, .notFoundKeyringUnreachable, .refreshRejected, .backendRejected, .lockTimeout, .permissionsTooOpen, .storeReadOnly:
             return self
         }
     }

@@ -106,9 +106,8 @@ public enum CredentialError: Error, Equatable, Sendable {
             let said = m.isEmpty ? "HTTP \(status)" : "\(m) (HTTP \(status))"
             switch status {
             case 403: text = "the broker at \(broker) refused this process: \(said); it answers its own user (or one the broker's side allows with --allow-uid)"
-            // Client mode has already put the broker's own advice on the broker's side.
-            case 401 where m.contains("broker's side"): text = "the broker at \(broker) says: \(said)"
-            case 401: text = "the broker at \(broker) says: \(said); sign in where the broker runs"
+            // A broker's own message carries its advice (client mode puts it on the broker's side).
+            case 401 where m.isEmpty: text = "the broker at \(broker) says: \(said); sign in where the broker runs"
             default: text = "the broker at \(broker) says: \(said)"
             }
         }
