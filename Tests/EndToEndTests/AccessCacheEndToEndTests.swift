@@ -135,9 +135,17 @@ import Glibc
         let cleared = Harness.run("/usr/bin/secret-tool", ["clear", "service", "chatgpt-credential", "profile", profile], env: s.env)
         #expect(cleared.status == 0)
         #expect(s.run(["--profile", profile, "get"]).stdout == t.accessToken + "\n") // still cached
-        usleep(3_000_000)
-        let gone = s.run(["--profile", profile, "get"])
+        // The fact waited for: the entry's key is gone from the kernel (its 2 s timeout), then get
+        // reads the keyring, which no longer holds the item.
+        let filled = Date()
+        var gone = s.run(["--profile", profile, "get"])
+        while gone.status == 0 && Date().timeIntervalSince(filled) < 10 {
+            #expect(gone.stdout == t.accessToken + "\n")
+            usleep(100_000)
+            gone = s.run(["--profile", profile, "get"])
+        }
         #expect(gone.status == 3, "\(gone.stderr)")
+        #expect(Date().timeIntervalSince(filled) < 4, "seen only after \(Date().timeIntervalSince(filled)) s, TTL 2 s")
     }
 
     @Test func twoDBusSessionsNeverSeeEachOthersEntries() throws {
