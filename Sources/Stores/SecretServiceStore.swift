@@ -413,7 +413,7 @@ public final class SecretServiceStore: CredentialStore {
         let lostIO: [GIOErrorEnum] = [G_IO_ERROR_CLOSED, G_IO_ERROR_BROKEN_PIPE, G_IO_ERROR_CONNECTION_CLOSED]
         if (domain == ccred_dbus_error_quark() && lostDBus.contains(where: { Int32($0.rawValue) == code })) ||
             (domain == ccred_io_error_quark() && lostIO.contains(where: { Int32($0.rawValue) == code })) ||
-            (domain == ccred_io_error_quark() && code == Int32(G_IO_ERROR_DBUS_ERROR.rawValue) && text.contains("org.freedesktop.Secret.Error.NoSession")) {
+            (domain == ccred_io_error_quark() && code == Int32(G_IO_ERROR_DBUS_ERROR.rawValue) && remoteErrorName(error) == "org.freedesktop.Secret.Error.NoSession") {
             return ConnectionLost(detail: text)
         }
         let unavailableDBus: [GDBusError] = [G_DBUS_ERROR_SPAWN_EXEC_FAILED, G_DBUS_ERROR_SPAWN_FAILED,
@@ -424,6 +424,15 @@ public final class SecretServiceStore: CredentialStore {
             return CredentialError.storeUnavailable("the Secret Service is not reachable (\(text)); start a keyring daemon (gnome-keyring, KeePassXC)", secretService: true)
         }
         return CredentialError.storeFailure("the Secret Service could not \(what): \(text)")
+    }
+
+    /// The D-Bus error name of an error reply GDBus could not map to a GError domain
+    /// (G_IO_ERROR_DBUS_ERROR), e.g. org.freedesktop.Secret.Error.NoSession: the protocol's own
+    /// identifier, asked of GLib (g_dbus_error_get_remote_error(3)), never read out of the message.
+    private static func remoteErrorName(_ error: UnsafeMutablePointer<GError>) -> String? {
+        guard let name = ccred_g_dbus_error_get_remote_error(error) else { return nil }
+        defer { ccred_g_free(name) }
+        return String(cString: name)
     }
 
     /// The daemon or the bus a SecretService was opened on has gone (`map`).
