@@ -185,7 +185,7 @@ import TestSupport
         #expect(left.map { expected.contains($0) } == true, "time left: \(String(describing: left))")
     }
 
-    @Test func entryWithTTLTwoIsGoneAfterThreeSeconds() throws {
+    @Test func entryWithTTLTwoIsGoneOnceTheKernelExpiresIt() throws {
         let k = KeyringFixture()
         defer { k.cleanup() }
         let id = k.busIdentity()
