@@ -56,7 +56,7 @@ help:
 	@echo "make deps       install the system packages only (sudo apt-get unless root)"
 	@echo "make run ARGS=… build and run the tool, e.g. make run ARGS=--help"
 	@echo "make test       the whole test suite in a throwaway D-Bus session with gnome-keyring"
-	@echo "make test-load  the long loads (LongLoad… suites: many-round races, broker load), also in CI"
+	@echo "make test-load  the long loads (LongLoad… suites: many-round races, broker load, make install's release build), also in CI"
 	@echo "make demo       an offline walk-through against the local test issuer"
 	@echo "make docs       write the completions and the man page's synopsis and option lists from the verbs' specs"
 	@echo "make bench      benchmarks against the C reference helpers -> bench/results.md"
@@ -108,7 +108,8 @@ run: release
 test:
 	scripts/with-keyring $(SWIFT) test $(IMPORT_CHECK) --skip LongLoad
 
-# The long loads (suites whose type name starts with LongLoad: races over many rounds, broker load),
+# The long loads (suites whose type name starts with LongLoad: races over many rounds, broker load,
+# make install and uninstall of a release build),
 # kept out of `make test` so it stays fast; CI runs both.
 test-load:
 	scripts/with-keyring $(SWIFT) test $(IMPORT_CHECK) --filter LongLoad

@@ -54,7 +54,7 @@ public enum ArgumentParser {
                 } else if !arg.hasPrefix("--") {
                     // Short options: -v, -h (no bundling of options that take values).
                     guard arg.count == 2, let spec = CommandLineSpec.globalOptions.first(where: { $0.short == arg.last }) else {
-                        throw CredentialError.usage("unknown option '\(Sanitize.line(arg, limit: 60))'" + Suggestion.forOption(arg, verb: verb))
+                        throw CredentialError.usage("unknown option '\(Sanitize.line(arg, limit: 60))'" + Suggestion.forOption(arg, verb: verb), namesItsHelp: true)
                     }
                     name = spec.long
                 }
@@ -88,9 +88,9 @@ public enum ArgumentParser {
                 guard let v = verb, globals.wire == .plain, let vspec = verbSpec,
                       let spec = vspec.options.first(where: { $0.long == name }) else {
                     if let v = verb, globals.wire == .plain, verbSpec != nil {
-                        throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))' for '\(v)'" + Suggestion.forOption(name, verb: v))
+                        throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))' for '\(v)'" + Suggestion.forOption(name, verb: v), namesItsHelp: true)
                     }
-                    throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))'" + Suggestion.forOption(name, verb: nil))
+                    throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))'" + Suggestion.forOption(name, verb: nil), namesItsHelp: true)
                 }
                 if spec.repeatable {
                     verbLists[spec.long, default: []].append(try value(spec))
@@ -116,7 +116,7 @@ public enum ArgumentParser {
                 verbSpec = verbType?.spec
                 if globals.wire == .plain, verbSpec == nil {
                     throw CredentialError.usage("unknown verb '\(Sanitize.line(arg, limit: 60))'"
-                        + Suggestion.forVerb(arg, refused: globals.broker == nil ? [] : ClientModeAdvice.refusedVerbs))
+                        + Suggestion.forVerb(arg, refused: globals.broker == nil ? [] : ClientModeAdvice.refusedVerbs), namesItsHelp: true)
                 }
                 if verbSpec?.operands == .command {
                     // Everything after its own options is the command (exec).

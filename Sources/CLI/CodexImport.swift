@@ -59,7 +59,7 @@ extension Runner {
             let found: CodexCredential?
             do {
                 found = try fromKeyring()
-            } catch CredentialError.storeUnavailable(let why) {
+            } catch CredentialError.storeUnavailable(let why, _) {
                 // No Secret Service at all: the missing file is the error to report. A locked
                 // keyring or one that does not answer may hold the item: that is reported (exit 5).
                 verbose(g, "no Codex keyring item: \(why)")

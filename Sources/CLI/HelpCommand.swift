@@ -13,7 +13,7 @@ struct HelpCommand: Verb {
 
     init(_ a: VerbArguments) throws {
         if let v = a.operands.first, CommandLineSpec.verb(v) == nil {
-            throw CredentialError.usage("unknown verb '\(Sanitize.line(v, limit: 60))'" + Suggestion.forVerb(v))
+            throw CredentialError.usage("unknown verb '\(Sanitize.line(v, limit: 60))'" + Suggestion.forVerb(v), namesItsHelp: true)
         }
         verb = a.operands.first
     }

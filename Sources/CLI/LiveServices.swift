@@ -72,10 +72,11 @@ extension Services {
                 case .secretService: return StoreIdentity.secretService(bus: bus)
                 }
             }, storeCheck: { kind, profile in
+                // The store's own checks (AgeFileStore.passesReadChecks): a refusal is a miss, and
+                // the read then reports it.
                 guard kind == .file else { return true }
-                guard let dir = paths.dataDirectory, let file = paths.encryptedFile(for: profile) else { return false }
-                return FileSystem.isPrivate(dir, follow: true, directory: true) && FileSystem.isPrivate(file)
-                    && paths.identityFile.map { FileSystem.isPrivate($0, missingIsFine: true) } ?? true
+                let file = AgeFileStore(paths: paths, passphraseFile: nil, prompt: nil)
+                return (try? file.passesReadChecks(profile)) == true
             })
         }
         return services

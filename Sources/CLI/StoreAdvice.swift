@@ -33,7 +33,7 @@ extension Runner {
         }
         switch e {
         case .keyringLocked(let m): return .keyringLocked(m + hint)
-        case .storeUnavailable(let m) where m.contains("Secret Service") || m.contains("libsecret"): return .storeUnavailable(m + hint)
+        case .storeUnavailable(let m, secretService: true): return .storeUnavailable(m + hint, secretService: true)
         case .storeNotAnswering(let m): return .storeNotAnswering(m + hint)
         default: return e
         }

@@ -21,6 +21,7 @@
 #define CCRED_LIBSECRET_FUNCTIONS(X) \
     X(g_cancellable_cancel) \
     X(g_cancellable_new) \
+    X(g_dbus_error_get_remote_error) \
     X(g_dbus_error_quark) \
     X(g_dbus_proxy_get_object_path) \
     X(g_error_free) \

@@ -7,7 +7,9 @@ public enum CredentialError: Error, Equatable, Sendable {
     case failure(String)
     case loginFailed(String)
     // 2: usage
-    case usage(String)
+    /// `namesItsHelp`: the text already ends pointing at a help page (a "did you mean", `Suggestion`),
+    /// so no second pointer is added; decided by the thrower, never on the words.
+    case usage(String, namesItsHelp: Bool = false)
     case badInput(String)
     // 3: login required
     case notSignedIn(profile: String)
@@ -28,7 +30,9 @@ public enum CredentialError: Error, Equatable, Sendable {
     case keyringLocked(String)
     /// No store of this kind can be reached at all (no session bus, nobody owning
     /// org.freedesktop.secrets, libsecret missing). Under `auto` that means "not there".
-    case storeUnavailable(String)
+    /// `secretService` is true when the store is the Secret Service (libsecret included): only
+    /// then may the advice name `--store file` (`Runner.advised`), never decided on the words.
+    case storeUnavailable(String, secretService: Bool = false)
     /// The store is there but did not answer before its deadline: never "not signed in".
     case storeNotAnswering(String)
     case storeCorrupt(String)
@@ -74,7 +78,7 @@ public enum CredentialError: Error, Equatable, Sendable {
         case .failure(let m): text = m
         case .loginFailed(let m): text = "sign-in failed: \(m)"
         // A message that already points at a help page (a "did you mean") is not given a second.
-        case .usage(let m): text = m.contains("(see: ") ? m : "\(m) (see: chatgpt-credential --help)"
+        case .usage(let m, let namesItsHelp): text = namesItsHelp ? m : "\(m) (see: chatgpt-credential --help)"
         case .badInput(let m): text = m
         case .notSignedIn(let p):
             let login = Profile(unchecked: p).loginCommand
@@ -91,7 +95,7 @@ public enum CredentialError: Error, Equatable, Sendable {
         case .lockTimeout(let p): text = "timed out waiting for another chatgpt-credential process changing profile '\(p)' (a refresh, sign-in or erase); try again"
         case .interrupted(let m): text = m
         case .keyringLocked(let m): text = m
-        case .storeUnavailable(let m): text = m
+        case .storeUnavailable(let m, _): text = m
         case .storeNotAnswering(let m): text = m
         case .storeCorrupt(let m): text = m
         case .wrongKey(let m): text = m

@@ -71,7 +71,7 @@ public struct PasteBackFlow {
         // A bad paste (only the code, a truncated address, another sign-in's address) asks again,
         // a bounded number of times; the end of the input or Ctrl-C ends the sign-in.
         var attempt = 1
-        var previous: CredentialError?
+        var previous: BadPaste?
         while true {
             var line = SecretBytes(capacity: 1024)
             let ended = try tty >= 0 ? readLine(fd: tty, into: &line) : readLineFromStdin(into: &line)
@@ -79,17 +79,15 @@ public struct PasteBackFlow {
             do {
                 // EDGE: the pasted address carries the authorization code; the callback parser reads text.
                 callback = try Self.parse(line.unsafeString())
-                guard callback.state == pkce.state else {
-                    throw CredentialError.loginFailed("the pasted address belongs to a different sign-in (its state does not match); nothing was stored; run '\(profile.command("login --no-browser"))' again and paste the address from that sign-in")
-                }
-            } catch let e as CredentialError {
+                guard callback.state == pkce.state else { throw BadPaste.otherSignIn }
+            } catch let bad as BadPaste {
                 // The input ended after a bad paste: that paste's reason is the one to report.
-                if ended, line.count == 0, let previous { throw previous }
-                guard attempt < Self.maxAttempts, !ended else { throw e }
-                previous = e
+                if ended, line.count == 0, let previous { throw previous.error(profile) }
+                guard attempt < Self.maxAttempts, !ended else { throw bad.error(profile) }
+                previous = bad
                 let left = Self.maxAttempts - attempt
                 attempt += 1
-                presenter.askForPastedAddress(callback: callbackShape, retry: PasteRetry(reason: Self.retryReason(e), triesLeft: left))
+                presenter.askForPastedAddress(callback: callbackShape, retry: PasteRetry(reason: bad.retryReason, triesLeft: left))
                 continue
             }
             if let problem = callback.refusal { throw problem }
@@ -103,33 +101,56 @@ public struct PasteBackFlow {
     /// Pastes read before the sign-in ends (the first and two more).
     public static let maxAttempts = 3
 
-    /// Why a paste is asked for again, in a few words.
-    static func retryReason(_ e: CredentialError) -> String {
-        if e == garbage { return "That is not the whole address (http://localhost:1455/auth/callback?code=…&state=…)" }
-        if e.message.contains("state does not match") { return "That address belongs to a different sign-in" }
-        if e.message.contains("nothing was pasted") { return "Nothing was pasted" }
-        return "That address cannot be used"
+    /// Why a pasted text cannot be used. The case decides what the retry prompt says
+    /// (`retryReason`) and what a sign-in ending on it reports (`error`, exit 1).
+    enum BadPaste: Error, Equatable {
+        /// Not an address the browser ends on (only the code, truncated, another site's).
+        case notTheAddress
+        /// An empty line.
+        case nothingPasted
+        /// A callback whose state is not this sign-in's.
+        case otherSignIn
+
+        /// Why the paste is asked for again, in a few words.
+        var retryReason: String {
+            switch self {
+            case .notTheAddress: return "That is not the whole address (http://localhost:1455/auth/callback?code=…&state=…)"
+            case .otherSignIn: return "That address belongs to a different sign-in"
+            case .nothingPasted: return "Nothing was pasted"
+            }
+        }
+
+        /// What the sign-in reports when it ends on this paste.
+        func error(_ profile: Profile) -> CredentialError {
+            switch self {
+            case .notTheAddress: return PasteBackFlow.garbage
+            case .nothingPasted: return .loginFailed("nothing was pasted; nothing was stored")
+            case .otherSignIn:
+                return .loginFailed("the pasted address belongs to a different sign-in (its state does not match); nothing was stored; run '\(profile.command("login --no-browser"))' again and paste the address from that sign-in")
+            }
+        }
     }
 
     static let garbage = CredentialError.loginFailed(
         "that is not the address the browser ended on; expected http://localhost:1455/auth/callback?code=…&state=…; nothing was stored")
 
-    /// The callback parameters of a pasted address (or of its bare query string).
-    static func parse(_ text: String) throws -> CallbackParameters {
+    /// The callback parameters of a pasted address (or of its bare query string); `BadPaste` when
+    /// the text cannot be one.
+    static func parse(_ text: String) throws(BadPaste) -> CallbackParameters {
         let t = text.trimmingSpaces()
-        guard !t.isEmpty else { throw CredentialError.loginFailed("nothing was pasted; nothing was stored") }
+        guard !t.isEmpty else { throw .nothingPasted }
         var query: Substring
         if let q = t.firstIndex(of: "?") {
             query = t[t.index(after: q)...]
         } else if t.hasPrefix("code=") || t.hasPrefix("state=") || t.hasPrefix("error=") {
             query = Substring(t)
         } else {
-            throw garbage
+            throw .notTheAddress
         }
         if let hash = query.firstIndex(of: "#") { query = query[..<hash] }
-        guard query.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }), let pairs = FormEncoding.decode(String(query)) else { throw garbage }
+        guard query.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }), let pairs = FormEncoding.decode(String(query)) else { throw .notTheAddress }
         let callback = CallbackParameters(pairs)
-        guard callback.state != nil, callback.code != nil || callback.error != nil else { throw garbage }
+        guard callback.state != nil, callback.code != nil || callback.error != nil else { throw .notTheAddress }
         return callback
     }
 

@@ -92,6 +92,22 @@ public final class AgeFileStore: CredentialStore {
         return identityPath
     }
 
+    /// The owner and mode checks a read of `profile` makes before decrypting — the store's
+    /// directory, the encrypted file, the identity's directory and the identity (missing is
+    /// fine) — made on their status alone, nothing opened or decrypted, with the functions the
+    /// read itself uses (`AtomicFile.checkDirectory`, `AtomicFile.checkFile`). True when they pass,
+    /// false when the file is not there; throws what the read would (exit 5). The access cache
+    /// serves a file store's entry only while this is true (man page ACCESS CACHE; ARCHITECTURE.md).
+    public func passesReadChecks(_ profile: Profile) throws -> Bool {
+        let dir = try requireDirectory()
+        guard try AtomicFile.checkDirectory(dir, create: false),
+              try AtomicFile.checkFile(Paths.encryptedFile(in: dir, for: profile)) else { return false }
+        if let identityPath, try AtomicFile.checkDirectory(AtomicFile.split(identityPath).dir, create: false) {
+            try AtomicFile.checkFile(identityPath)
+        }
+        return true
+    }
+
     // MARK: CredentialStore
 
     public func read(_ profile: Profile) throws -> SecretBytes? {

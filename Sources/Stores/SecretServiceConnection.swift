@@ -18,8 +18,8 @@ final class SecretServiceConnection: @unchecked Sendable {
     private init() { pthread_mutex_init(&mutex, nil) }
 
     /// A new reference to the service on `address` (the caller unrefs it), opened now if there
-    /// is none for that address. Throws `storeUnavailable` (the bus did not answer; the
-    /// cancelled marker when the deadline cancelled the connect).
+    /// is none for that address. Throws `storeUnavailable` (the bus did not answer), or
+    /// `SecretServiceStore.Cancelled` when the deadline cancelled the connect.
     func service(at address: String, _ cancellable: UnsafeMutablePointer<GCancellable>) throws -> UnsafeMutablePointer<SecretService> {
         if let kept = withLock({ () -> UnsafeMutablePointer<SecretService>? in
             guard self.address == address, let current else { return nil }

@@ -247,7 +247,7 @@ public final class SecretServiceStore: CredentialStore {
             }
         } catch CredentialError.keyringLocked(let message) {
             return .locked(message)
-        } catch CredentialError.storeUnavailable(let message), CredentialError.storeNotAnswering(let message) {
+        } catch CredentialError.storeUnavailable(let message, _), CredentialError.storeNotAnswering(let message) {
             return .unreachable(message)
         } catch let error as CredentialError {
             return .unavailable(error.message)
@@ -309,7 +309,7 @@ public final class SecretServiceStore: CredentialStore {
     /// a whole "make it so" (search, then read, replace or delete), so running it again is safe.
     private func perform<T: ~Copyable>(_ body: (UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>) throws -> T) throws -> T {
         guard let found = bus.find() else {
-            throw CredentialError.storeUnavailable("the Secret Service cannot be reached: " + bus.notFoundReason)
+            throw CredentialError.storeUnavailable("the Secret Service cannot be reached: " + bus.notFoundReason, secretService: true)
         }
         try Self.loadLibsecret()
         let cancellable = ccred_g_cancellable_new()!
@@ -318,18 +318,20 @@ public final class SecretServiceStore: CredentialStore {
         let watched = CancellableReference(cancellable) // the watchdog's, dropped with its closure
         let seconds = timeout
         let connection = SecretServiceConnection.shared
-        let outcome: Result<T, CredentialError> = Deadline.watch(seconds: seconds, onTimeout: {
+        let outcome: Result<T, any Error> = Deadline.watch(seconds: seconds, onTimeout: {
             ccred_g_cancellable_cancel(watched.pointer)
         }) {
             defer { ccred_g_object_unref(cancellable) }
-            func attempt(last: Bool) -> Result<T, CredentialError>? {
+            func attempt(last: Bool) -> Result<T, any Error>? {
                 let service: UnsafeMutablePointer<SecretService>
                 do {
                     service = try connection.service(at: found.address, cancellable)
                 } catch let error as CredentialError {
                     return .failure(error)
+                } catch let cancelled as Cancelled {
+                    return .failure(cancelled)
                 } catch {
-                    return .failure(.storeFailure("the Secret Service failed: \(error)"))
+                    return .failure(CredentialError.storeFailure("the Secret Service failed: \(error)"))
                 }
                 defer { ccred_g_object_unref(service) }
                 do {
@@ -339,8 +341,10 @@ public final class SecretServiceStore: CredentialStore {
                     return last ? .failure(lost.unreachable(on: found.address)) : nil
                 } catch let error as CredentialError {
                     return .failure(error)
+                } catch let cancelled as Cancelled {
+                    return .failure(cancelled)
                 } catch {
-                    return .failure(.storeFailure("the Secret Service failed: \(error)"))
+                    return .failure(CredentialError.storeFailure("the Secret Service failed: \(error)"))
                 }
             }
             if let first = attempt(last: false) { return first }
@@ -349,7 +353,7 @@ public final class SecretServiceStore: CredentialStore {
         switch consume outcome {
         case .success(let value): return value
         case .failure(let error):
-            if case .storeUnavailable(Self.cancelledMarker) = error { throw Self.timeoutError(seconds) }
+            if error is Cancelled { throw Self.timeoutError(seconds) }
             throw error
         }
     }
@@ -358,7 +362,7 @@ public final class SecretServiceStore: CredentialStore {
     static func loadLibsecret() throws {
         guard ccred_libsecret_load() == 0 else {
             let why = ccred_libsecret_error().map { String(cString: $0) } ?? "unknown reason"
-            throw CredentialError.storeUnavailable("libsecret is not installed (\(why)); install libsecret-1-0")
+            throw CredentialError.storeUnavailable("libsecret is not installed (\(why)); install libsecret-1-0", secretService: true)
         }
     }
 
@@ -373,7 +377,9 @@ public final class SecretServiceStore: CredentialStore {
         deinit { ccred_g_object_unref(pointer) }
     }
 
-    static let cancelledMarker = "\u{1}cancelled"
+    /// A call returned G_IO_ERROR_CANCELLED: the watchdog cancelled it because the deadline
+    /// passed (`perform`), which reports the timeout (`timeoutError`, exit 5). Never shown.
+    struct Cancelled: Error {}
 
     private static func timeoutError(_ seconds: Double) -> CredentialError {
         .storeNotAnswering("the Secret Service did not answer within \(Deadline.describe(seconds)); check that the keyring daemon (gnome-keyring, KeePassXC) is running and responsive")
@@ -387,7 +393,7 @@ public final class SecretServiceStore: CredentialStore {
         let domain = error.pointee.domain, code = error.pointee.code
         let text = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
         if domain == ccred_io_error_quark() && code == Int32(G_IO_ERROR_CANCELLED.rawValue) {
-            return CredentialError.storeUnavailable(cancelledMarker)
+            return Cancelled()
         }
         if domain == ccred_secret_error_quark() && code == Int32(SECRET_ERROR_IS_LOCKED.rawValue) {
             return CredentialError.keyringLocked(lockedMessage)
@@ -407,7 +413,7 @@ public final class SecretServiceStore: CredentialStore {
         let lostIO: [GIOErrorEnum] = [G_IO_ERROR_CLOSED, G_IO_ERROR_BROKEN_PIPE, G_IO_ERROR_CONNECTION_CLOSED]
         if (domain == ccred_dbus_error_quark() && lostDBus.contains(where: { Int32($0.rawValue) == code })) ||
             (domain == ccred_io_error_quark() && lostIO.contains(where: { Int32($0.rawValue) == code })) ||
-            (domain == ccred_io_error_quark() && code == Int32(G_IO_ERROR_DBUS_ERROR.rawValue) && text.contains("org.freedesktop.Secret.Error.NoSession")) {
+            (domain == ccred_io_error_quark() && code == Int32(G_IO_ERROR_DBUS_ERROR.rawValue) && remoteErrorName(error) == "org.freedesktop.Secret.Error.NoSession") {
             return ConnectionLost(detail: text)
         }
         let unavailableDBus: [GDBusError] = [G_DBUS_ERROR_SPAWN_EXEC_FAILED, G_DBUS_ERROR_SPAWN_FAILED,
@@ -415,9 +421,18 @@ public final class SecretServiceStore: CredentialStore {
         let unavailableIO: [GIOErrorEnum] = [G_IO_ERROR_CONNECTION_REFUSED, G_IO_ERROR_NOT_FOUND, G_IO_ERROR_DBUS_ERROR]
         if (domain == ccred_dbus_error_quark() && unavailableDBus.contains(where: { Int32($0.rawValue) == code })) ||
             (domain == ccred_io_error_quark() && unavailableIO.contains(where: { Int32($0.rawValue) == code })) {
-            return CredentialError.storeUnavailable("the Secret Service is not reachable (\(text)); start a keyring daemon (gnome-keyring, KeePassXC)")
+            return CredentialError.storeUnavailable("the Secret Service is not reachable (\(text)); start a keyring daemon (gnome-keyring, KeePassXC)", secretService: true)
         }
         return CredentialError.storeFailure("the Secret Service could not \(what): \(text)")
+    }
+
+    /// The D-Bus error name of an error reply GDBus could not map to a GError domain
+    /// (G_IO_ERROR_DBUS_ERROR), e.g. org.freedesktop.Secret.Error.NoSession: the protocol's own
+    /// identifier, asked of GLib (g_dbus_error_get_remote_error(3)), never read out of the message.
+    private static func remoteErrorName(_ error: UnsafeMutablePointer<GError>) -> String? {
+        guard let name = ccred_g_dbus_error_get_remote_error(error) else { return nil }
+        defer { ccred_g_free(name) }
+        return String(cString: name)
     }
 
     /// The daemon or the bus a SecretService was opened on has gone (`map`).
@@ -426,20 +441,20 @@ public final class SecretServiceStore: CredentialStore {
 
         /// What to say when a fresh service fails the same way: nothing serves the Secret Service there.
         func unreachable(on address: String) -> CredentialError {
-            .storeUnavailable("the Secret Service cannot be reached: nothing provides it on the session bus \(address) (\(detail)); start a keyring daemon (gnome-keyring, KeePassXC)")
+            .storeUnavailable("the Secret Service cannot be reached: nothing provides it on the session bus \(address) (\(detail)); start a keyring daemon (gnome-keyring, KeePassXC)", secretService: true)
         }
     }
 
     /// Why `ccred_secret_service_open_at` failed (consumes `error`): the deadline, or a bus that
     /// did not answer (no socket, refused, closed during the handshake).
-    static func connectFailure(_ error: UnsafeMutablePointer<GError>?, address: String) -> CredentialError {
-        guard let error else { return .storeUnavailable("the Secret Service cannot be reached: the session bus \(address) did not answer") }
+    static func connectFailure(_ error: UnsafeMutablePointer<GError>?, address: String) -> any Error {
+        guard let error else { return CredentialError.storeUnavailable("the Secret Service cannot be reached: the session bus \(address) did not answer", secretService: true) }
         defer { ccred_g_error_free(error) }
         if error.pointee.domain == ccred_io_error_quark() && error.pointee.code == Int32(G_IO_ERROR_CANCELLED.rawValue) {
-            return .storeUnavailable(cancelledMarker)
+            return Cancelled()
         }
         let text = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
-        return .storeUnavailable("the Secret Service cannot be reached: the session bus \(address) did not answer (\(text))")
+        return CredentialError.storeUnavailable("the Secret Service cannot be reached: the session bus \(address) did not answer (\(text))", secretService: true)
     }
 
     /// Throws `keyringLocked` when the default collection is locked (a new item would need an

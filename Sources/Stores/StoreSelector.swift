@@ -76,7 +76,7 @@ public final class StoreSelector {
             }
             do {
                 return try LocatedCredential.read(profile, from: secretService)
-            } catch CredentialError.storeUnavailable(let why) {
+            } catch CredentialError.storeUnavailable(let why, _) {
                 throw CredentialError.notFoundKeyringUnreachable(profile: profile.name, keyring: Self.withoutAdvice(why),
                                                                  file: file.location(for: profile))
             }
@@ -192,7 +192,7 @@ public final class StoreSelector {
         for s in stores {
             do {
                 for p in try s.profiles() where !found.contains(where: { $0.0 == p && $0.1 == s.kind }) { found.append((p, s.kind)) }
-            } catch CredentialError.storeUnavailable(_) where choice == .auto {
+            } catch CredentialError.storeUnavailable where choice == .auto {
                 continue // auto without a Secret Service: the file store is the only one
             } catch let e as CredentialError {
                 problems.append(e)

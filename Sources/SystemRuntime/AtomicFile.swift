@@ -51,13 +51,7 @@ public enum AtomicFile {
         }
         defer { close(fd) }
         guard fstat(fd, &st) == 0 else { throw CredentialError.storeFailure("cannot stat \(path): \(FileSystem.errorText())") }
-        guard st.st_mode & S_IFMT == S_IFREG else { throw CredentialError.storeFailure("\(path) is not a regular file; remove it") }
-        // Another user's file is not ours to trust, whatever its mode (a symlink target of the
-        // passphrase file is the caller's choice, so only files read without following are checked).
-        // Asked before the mode, so that a foreign file is always refused as foreign (erase removes
-        // our own too-open file, never another user's).
-        if !followSymlinks { try checkOwner(st, path) }
-        if isLoose(st.st_mode) { throw CredentialError.permissionsTooOpen(path: path) }
+        try checkFile(st, path, owner: !followSymlinks)
         var out = make(min(max(Int(st.st_size), 0), maxBytes) + 1)
         let complete = try FileSystem.readToEnd(fd, into: &out, limit: maxBytes) {
             .storeFailure("cannot read \(path): \(FileSystem.errorText($0))")
@@ -66,6 +60,35 @@ public enum AtomicFile {
             throw CredentialError.storeCorrupt("\(path) is larger than any credential file (over \(maxBytes) bytes); remove it and sign in again")
         }
         return consume out
+    }
+
+    /// The checks of a file about to be read, on its status (fstat of the opened file in `read`;
+    /// lstat in `checkFile(_:)`): a regular file, this user's when `owner` (another user's file is
+    /// not ours to trust, whatever its mode; a symlink target of the passphrase file is the
+    /// caller's choice, so only files read without following are checked), that group and others
+    /// cannot access. The owner is asked before the mode, so that a foreign file is always refused
+    /// as foreign (erase removes our own too-open file, never another user's).
+    static func checkFile(_ st: stat, _ path: String, owner: Bool) throws {
+        guard st.st_mode & S_IFMT == S_IFREG else { throw CredentialError.storeFailure("\(path) is not a regular file; remove it") }
+        if owner { try checkOwner(st, path) }
+        if isLoose(st.st_mode) { throw CredentialError.permissionsTooOpen(path: path) }
+    }
+
+    /// `read`'s checks without opening or reading the file (lstat: a symlink is refused as `read`
+    /// refuses it): what `read` would throw for it before reading, false when there is none.
+    @discardableResult
+    public static func checkFile(_ path: String) throws -> Bool {
+        var st = stat()
+        guard lstat(path, &st) == 0 else {
+            let e = errno
+            if e == ENOENT { return false }
+            throw CredentialError.storeFailure("cannot access \(path): \(FileSystem.errorText(e))")
+        }
+        if st.st_mode & S_IFMT == S_IFLNK {
+            throw CredentialError.storeFailure("\(path) is a symbolic link; refusing to follow it (replace it with the file itself)")
+        }
+        try checkFile(st, path, owner: true)
+        return true
     }
 
     /// With `create`, makes `path` and any missing parents (new directories 0700). Then insists

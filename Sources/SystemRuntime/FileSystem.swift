@@ -27,16 +27,6 @@ extension Array: ReadBuffer where Element == UInt8 {
 
 /// Small file-system helpers shared by the stores, the lock and the console.
 public enum FileSystem {
-    /// The checks a read of a secret file makes before reading (`AtomicFile.read`,
-    /// `checkDirectory`), without opening it: a regular file (a directory with `directory`) of
-    /// this user that group and others cannot access; a symlink counts as neither unless
-    /// `follow`. Missing: `missingIsFine`. For the access cache, which answers without reading.
-    public static func isPrivate(_ path: String, follow: Bool = false, directory: Bool = false, missingIsFine: Bool = false) -> Bool {
-        var st = stat()
-        guard (follow ? stat(path, &st) : lstat(path, &st)) == 0 else { return missingIsFine && errno == ENOENT }
-        return st.st_mode & S_IFMT == (directory ? S_IFDIR : S_IFREG) && st.st_uid == geteuid() && st.st_mode & 0o077 == 0
-    }
-
     /// The name of a directory entry `readdir(3)` returned, read where it lies. Never
     /// `entry.pointee.d_name`: that copies the declared 256 bytes, past the end of a shorter
     /// record, which faults when the record ends at the end of readdir's buffer and a page.

@@ -54,27 +54,35 @@ public enum FormEncoding {
         }
     }
 
-    /// Decodes a query or form body into pairs ('+' is a space). Nil on a bad escape.
-    public static func decode(_ s: String) -> [(String, String)]? {
-        func unescape(_ part: Substring) -> String? {
-            var out: [UInt8] = []
-            var it = Array(part.utf8)[...]
-            while let b = it.popFirst() {
-                if b == UInt8(ascii: "+") { out.append(0x20); continue }
-                guard b == UInt8(ascii: "%") else { out.append(b); continue }
-                guard let h = it.popFirst(), let l = it.popFirst(),
-                      let hv = hexValue(h), let lv = hexValue(l) else { return nil }
-                out.append(hv << 4 | lv)
-            }
-            return String(validating: out, as: UTF8.self)
-        }
+    /// The project's one percent-decoder (RFC 3986 section 2.1): each `%XX` (either case) becomes
+    /// its byte; with `plusIsSpace` ('application/x-www-form-urlencoded', queries and form bodies)
+    /// '+' is a space, else it stays '+'. Nil on a malformed escape ('%' not followed by two hex
+    /// digits). The bytes are the caller's to check (UTF-8, printable).
+    public static func percentDecoded<S: StringProtocol>(_ s: S, plusIsSpace: Bool) -> [UInt8]? {
         func hexValue(_ c: UInt8) -> UInt8? {
             switch c {
-            case 48...57: return c - 48
-            case 65...70: return c - 55
-            case 97...102: return c - 87
+            case 0x30...0x39: return c - 0x30
+            case 0x41...0x46: return c - 0x41 + 10
+            case 0x61...0x66: return c - 0x61 + 10
             default: return nil
             }
+        }
+        var out: [UInt8] = []
+        var it = Array(s.utf8)[...]
+        while let b = it.popFirst() {
+            if plusIsSpace && b == UInt8(ascii: "+") { out.append(0x20); continue }
+            guard b == UInt8(ascii: "%") else { out.append(b); continue }
+            guard let h = it.popFirst().flatMap(hexValue), let l = it.popFirst().flatMap(hexValue) else { return nil }
+            out.append(h << 4 | l)
+        }
+        return out
+    }
+
+    /// Decodes a query or form body into pairs ('+' is a space). Nil on a bad escape or a name or
+    /// value that is not UTF-8.
+    public static func decode(_ s: String) -> [(String, String)]? {
+        func unescape(_ part: Substring) -> String? {
+            percentDecoded(part, plusIsSpace: true).flatMap { String(validating: $0, as: UTF8.self) }
         }
         var pairs: [(String, String)] = []
         for item in s.split(separator: "&") where !item.isEmpty {

@@ -49,7 +49,19 @@ import Testing
             }
         }
         #expect(throws: CredentialError.usage("option --if-idle needs a value (DAYS)")) { try parse(["refresh", "--if-idle"]) }
-        #expect(throws: CredentialError.usage("unknown option '--json' for 'refresh' (see: chatgpt-credential refresh --help)")) { try parse(["refresh", "--json"]) }
+        #expect(throws: CredentialError.usage("unknown option '--json' for 'refresh' (see: chatgpt-credential refresh --help)", namesItsHelp: true)) { try parse(["refresh", "--json"]) }
+    }
+
+    /// Whether a usage error already points at a help page is said by its thrower (a "did you
+    /// mean"), not read from its words: an argument quoting "(see: " still gets the pointer.
+    @Test func anArgumentQuotingSeeStillPointsAtTheHelp() {
+        let e = #expect(throws: CredentialError.usage("unexpected argument '(see: x)'")) { try parse(["get", "(see: x)"]) }
+        #expect(e?.message == "unexpected argument '(see: x)' (see: chatgpt-credential --help)")
+        #expect(e?.exitCode == 2)
+        let typo = #expect(throws: CredentialError.usage("unknown option '--jsno' for 'get'; did you mean '--json'? (see: chatgpt-credential get --help)", namesItsHelp: true)) {
+            try parse(["get", "--jsno"])
+        }
+        #expect(typo?.message == "unknown option '--jsno' for 'get'; did you mean '--json'? (see: chatgpt-credential get --help)")
     }
 
     @Test func getFormatsAndTTL() throws {
@@ -90,7 +102,9 @@ import Testing
         (["usage", "now"], "unexpected argument 'now'"),
     ])
     func usageErrors(_ args: [String], _ message: String) {
-        #expect(throws: CredentialError.usage(message)) { try parse(args) } // exit 2
+        // The messages ending in a help page are the "did you mean"s, which say so themselves.
+        let e = #expect(throws: CredentialError.usage(message, namesItsHelp: message.contains("(see: "))) { try parse(args) }
+        #expect(e?.exitCode == 2)
     }
 
     @Test func usageTakesJSONAndGlobalOptions() throws {

@@ -135,7 +135,9 @@ import Testing
         #expect(throws: CredentialError.usage("CHATGPT_CREDENTIAL_ISSUER='http://example.com' is not allowed: use https://, or http:// only to a loopback address (127.0.0.1, [::1], localhost)")) {
             try s.issuer.get()
         }
-        #expect(throws: CredentialError.self) { try s.backend.get() }
+        #expect(throws: CredentialError.usage("CHATGPT_CREDENTIAL_BACKEND='ftp://example.com' is not allowed: it must start with https://")) {
+            try s.backend.get()
+        }
         if case .failure(let e) = s.backend { #expect(e.exitCode == 2 && e.message.contains("CHATGPT_CREDENTIAL_BACKEND='ftp://example.com'")) }
         // Each variable is its own: the issuer's does not leak into the backend's, nor the other way round.
         #expect(try Settings(environment: ["CHATGPT_CREDENTIAL_ISSUER": "http://127.0.0.1:5"]).backend.get() == .default)

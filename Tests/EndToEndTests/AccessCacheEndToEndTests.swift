@@ -80,6 +80,30 @@ import Glibc
         #expect(rename(s.identityFile + ".away", s.identityFile) == 0)
     }
 
+    /// An entry answers only while the file store would pass the checks its read makes before
+    /// decrypting (man page ACCESS CACHE): the store's directory, the file, the identity and the
+    /// identity's directory. Any of them opened to others: the cached get refuses as the read does.
+    @Test(arguments: ["data directory", "encrypted file", "identity", "identity directory"])
+    func aStoreTheReadWouldRefuseIsNotAnsweredFromTheCache(_ what: String) throws {
+        let (s, _, t) = try Self.signedIn()
+        defer { _ = s.run(["erase", "--no-revoke"]) }
+        #expect(s.run(["get"]).stdout == t.accessToken + "\n")
+        #expect(Self.serial(Self.fileEntry(s)) != nil, "no entry after a get")
+        let (path, open, mode): (String, mode_t, mode_t) = switch what {
+        case "data directory": (s.dataDir, 0o755, 0o700)
+        case "encrypted file": (s.dataDir + "/\(s.profile).age", 0o644, 0o600)
+        case "identity": (s.identityFile, 0o644, 0o600)
+        default: (s.configDir, 0o755, 0o700)
+        }
+        #expect(chmod(path, open) == 0)
+        defer { chmod(path, mode) }
+        let read = s.run(["--no-cache", "get"])
+        #expect(read.status == 5, "the store's read: \(read.status) \(read.stderr)")
+        let cached = s.run(["get"])
+        #expect(cached.status == 5 && cached.stdout.isEmpty, "\(what) \(String(open, radix: 8)): served from the cache: \(cached.stdout)")
+        #expect(cached.stderr == read.stderr)
+    }
+
     @Test func changesMadeThroughTheToolAreSeenAtOnce() throws {
         let (s, issuer, t) = try Self.signedIn()
         #expect(s.run(["get"]).stdout == t.accessToken + "\n")
@@ -135,9 +159,17 @@ import Glibc
         let cleared = Harness.run("/usr/bin/secret-tool", ["clear", "service", "chatgpt-credential", "profile", profile], env: s.env)
         #expect(cleared.status == 0)
         #expect(s.run(["--profile", profile, "get"]).stdout == t.accessToken + "\n") // still cached
-        usleep(3_000_000)
-        let gone = s.run(["--profile", profile, "get"])
+        // The fact waited for: the entry's key is gone from the kernel (its 2 s timeout), then get
+        // reads the keyring, which no longer holds the item.
+        let filled = Date()
+        var gone = s.run(["--profile", profile, "get"])
+        while gone.status == 0 && Date().timeIntervalSince(filled) < 10 {
+            #expect(gone.stdout == t.accessToken + "\n")
+            usleep(100_000)
+            gone = s.run(["--profile", profile, "get"])
+        }
         #expect(gone.status == 3, "\(gone.stderr)")
+        #expect(Date().timeIntervalSince(filled) < 4, "seen only after \(Date().timeIntervalSince(filled)) s, TTL 2 s")
     }
 
     @Test func twoDBusSessionsNeverSeeEachOthersEntries() throws {

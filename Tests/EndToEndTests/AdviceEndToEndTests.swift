@@ -203,6 +203,23 @@ import Glibc
         #expect(unlocked.stdout.contains("store:    secret-service"))
     }
 
+    /// A Secret Service that is not there (no session bus) under --store secret-service: `store`
+    /// is told it can keep the credential in the file instead (the unreachable store's kind decides,
+    /// `CredentialError.storeUnavailable`'s `secretService`), and following it works.
+    @Test func anUnreachableSecretServiceOffersTheFileToStoreAndTheFileTakesIt() throws {
+        let issuer = try TestIssuer()
+        let s = Sandbox(bus: .none)
+        s.env["CHATGPT_CREDENTIAL_ISSUER"] = issuer.url
+        let json = try issuer.seed().storeJSON
+        let refused = s.run(["--store", "secret-service", "store"], stdin: json)
+        #expect(refused.status == 5, "exit 5, store unavailable: \(refused.stderr)")
+        #expect(refused.stderr.contains("the Secret Service cannot be reached: "), "\(refused.stderr)")
+        #expect(refused.stderr.hasSuffix("; or add --store file to keep the credential in the encrypted file\n"), "\(refused.stderr)")
+        let followed = s.run(["--store", "file", "store"], stdin: json)
+        #expect(followed.status == 0, "\(followed.stderr)")
+        #expect(s.run(["--store", "file", "status"]).status == 0)
+    }
+
     @Test func storeFileIsOfferedOnlyWhenTheFileHoldsTheProfileAndThenWorks() throws {
         let issuer = try TestIssuer()
         let s = Sandbox(bus: .none)

@@ -180,14 +180,55 @@ import TestSupport
         #expect(try AgeFileStore(environment: env, interactive: false).readBytes(.default) == secret)
     }
 
-    /// Runs `age ARGS` under a pseudo-terminal (util-linux `script`), typing `lines` with pauses,
-    /// since `age -p` and passphrase decryption read only from a terminal.
-    func ageOnTTY(_ sb: Sandbox, _ args: [String], lines: [String]) -> RunResult {
+    /// What a process wrote to one pipe so far, collected as it arrives.
+    final class Collected: @unchecked Sendable {
+        private let lock = NSLock()
+        private var data = Data()
+        let done = DispatchSemaphore(value: 0)
+        init(_ handle: FileHandle) {
+            DispatchQueue.global().async {
+                while true {
+                    let d = handle.availableData
+                    if d.isEmpty { break }
+                    self.lock.lock(); self.data.append(d); self.lock.unlock()
+                }
+                self.done.signal()
+            }
+        }
+        var bytes: [UInt8] { lock.lock(); defer { lock.unlock() }; return Array(data) }
+        var text: String { String(decoding: bytes, as: UTF8.self) }
+    }
+
+    /// Runs `age ARGS` under a pseudo-terminal (util-linux `script`), since `age -p` and passphrase
+    /// decryption read only from a terminal, typing each of `lines` once age has asked for it: the
+    /// fact waited for is its next passphrase prompt on the terminal (script copies it to stdout;
+    /// age reads the answer with echo off, so only prompts say "passphrase"). Standard input stays
+    /// open until age has finished, as a person's terminal would.
+    func ageOnTTY(_ sb: Sandbox, _ args: [String], lines: [String]) throws -> RunResult {
         func q(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "'\\''") + "'" }
         let cmd = ([Self.age] + args).map(q).joined(separator: " ")
-        let feed = lines.map { "printf '%s\\n' \(q($0)); sleep 1" }.joined(separator: "; ")
-        return Harness.run("/bin/sh", ["-c", "( sleep 1; \(feed); sleep 2 ) | \(Self.script) -qec \(q(cmd)) /dev/null"],
-                           env: sb.env, timeout: 60)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Self.script)
+        p.arguments = ["-qec", cmd, "/dev/null"]
+        p.environment = sb.env
+        let input = Pipe(), output = Pipe(), errors = Pipe()
+        p.standardInput = input
+        p.standardOutput = output
+        p.standardError = errors
+        try p.run()
+        let out = Collected(output.fileHandleForReading), err = Collected(errors.fileHandleForReading)
+        func prompts() -> Int { out.text.components(separatedBy: "passphrase").count - 1 }
+        for (i, line) in lines.enumerated() {
+            guard Hostile.waitUntil(30, { prompts() > i || !p.isRunning }), p.isRunning else { break }
+            input.fileHandleForWriting.write(Data((line + "\n").utf8))
+        }
+        let finished = Hostile.waitUntil(60) { !p.isRunning }
+        if !finished { p.terminate() }
+        try? input.fileHandleForWriting.close()
+        p.waitUntilExit()
+        out.done.wait()
+        err.done.wait()
+        return RunResult(status: p.terminationStatus, stdoutBytes: out.bytes, stderr: err.text, timedOut: !finished)
     }
 
     @Test(.enabled(if: haveAge && haveScript)) func passphraseModeInteropWithAgeP() throws {
@@ -201,7 +242,7 @@ import TestSupport
         #expect(bytes(path)?.starts(with: Array("age-encryption.org/v1\n-> scrypt ".utf8)) == true)
         #expect(try store(sb, env).readBytes(.default) == secret)
         let out = sb.root + "/out"
-        let dec = ageOnTTY(sb, ["-d", "-o", out, path], lines: ["tr0ub4dor &3"])
+        let dec = try ageOnTTY(sb, ["-d", "-o", out, path], lines: ["tr0ub4dor &3"])
         #expect(dec.status == 0, "age -d: \(dec.stdout) \(dec.stderr)")
         #expect(bytes(out) == secret)
 
@@ -209,7 +250,7 @@ import TestSupport
         let input = sb.root + "/in"
         put(input, secret)
         let theirs = sb.dataDir + "/fromage.age"
-        let enc = ageOnTTY(sb, ["-p", "-o", theirs, input], lines: ["tr0ub4dor &3", "tr0ub4dor &3"])
+        let enc = try ageOnTTY(sb, ["-p", "-o", theirs, input], lines: ["tr0ub4dor &3", "tr0ub4dor &3"])
         #expect(enc.status == 0, "age -p: \(enc.stdout) \(enc.stderr)")
         chmod(theirs, 0o600)
         #expect(try store(sb, env).readBytes(try Profile("fromage")) == secret)

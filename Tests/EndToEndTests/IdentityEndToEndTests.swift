@@ -58,16 +58,20 @@ import Glibc
     // MARK: the lock directory's checks (item 2)
 
     /// Runs the binary in a mount namespace of its own, with a fresh tmpfs on /run/user and on
-    /// /tmp (the sandbox bound back at its own path), after `setup` (shell, as root) has shaped
-    /// them; then `after` (shell) reports on stderr. The real /run/user and /tmp are not touched.
+    /// /tmp (the sandbox, and the binary's directory when it lives under /tmp — a checkout there —
+    /// bound back at their own paths), after `setup` (shell, as root) has shaped them; then
+    /// `after` (shell) reports on stderr. The real /run/user and /tmp are not touched.
     static func isolated(_ s: Sandbox, setup: String, after: String = "", _ args: [String]) -> RunResult {
         let script = """
             set -eu
             root=$1; setup=$2; after=$3; shift 3
+            bin=$(dirname "$1")
             mount -t tmpfs -o mode=0755 ccred-run /run/user
             mkdir /run/user/.sandbox && mount --bind "$root" /run/user/.sandbox
+            case $bin in /tmp/*) mkdir /run/user/.bin && mount --bind "$bin" /run/user/.bin ;; esac
             mount -t tmpfs -o mode=1777 ccred-tmp /tmp
             mkdir -p "$root" && mount --bind /run/user/.sandbox "$root"
+            case $bin in /tmp/*) mkdir -p "$bin" && mount --bind /run/user/.bin "$bin" ;; esac
             umask 022
             sh -euc "$setup"
             set +e

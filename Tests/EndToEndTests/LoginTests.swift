@@ -223,7 +223,8 @@ func signedIn(_ s: Sandbox) -> String {
         let f = try LoginFixture(["interval": 1, "approve_after": 1000])
         let live = try LiveRun(f.sandbox, ["login", "--device"])
         #expect(live.waitFor("waiting for approval"))
-        usleep(300_000)
+        // The fact waited for: the polling has begun (the issuer saw a poll).
+        #expect(Hostile.waitUntil(15) { f.counter("device_polls") >= 1 }, "no poll reached the issuer")
         let t0 = Date()
         live.interrupt()
         let status = live.wait(timeout: 10)

@@ -56,7 +56,8 @@ import Glibc
         let w = try World(expiresIn: 3600, store: store)
         try w.issuer.configure(["refresh_delay": 3])
         let get = try w.start(["get", "--force-refresh"])
-        usleep(1_000_000)
+        // The fact waited for: the refresh is at the issuer (3 s), so get holds the lock erase needs.
+        #expect(try Hostile.waitUntil(15) { try w.counter("refresh_requests") >= 1 }, "the refresh never reached the issuer")
         let erase = w.run(["erase", "--no-revoke"])
         let got = get.finish()
         #expect(got.status == 0, "\(got.stderr)")
@@ -205,7 +206,8 @@ import Glibc
         #expect(!FileManager.default.fileExists(atPath: w.sandbox.dataDir + "/\(w.profile).age"))
         try w.issuer.configure(["refresh_delay": 2])
         let get = try w.start(["get"], env: ["CHATGPT_CREDENTIAL_DBUS_TIMEOUT": "2"])
-        usleep(1_000_000)
+        // The fact waited for: the refresh is at the issuer (2 s), read from the keyring, not yet saved.
+        #expect(try Hostile.waitUntil(15) { try w.counter("refresh_requests") >= 1 }, "the refresh never reached the issuer")
         kill(keyring.pid, SIGKILL)
         let r = get.finish()
         #expect(r.status == 0, "\(r.stderr)")

@@ -162,6 +162,24 @@ struct SecretServiceStoreTests {
         }
     }
 
+    /// org.freedesktop.Secret.Error.NoSession (a daemon that never opened this session: restarted)
+    /// is known by its D-Bus error name (g_dbus_error_get_remote_error), not by the message's
+    /// words: the service is taken as gone, asked once more afresh, then reported unreachable.
+    @Test("a service that answers NoSession is gone, not a failed call")
+    func noSessionMeansGone() throws {
+        let sandbox = Sandbox(bus: .none)
+        let bus = try #require(PrivateBus(env: sandbox.env), "could not start dbus-daemon")
+        let fixture = Harness.repoRoot + "/Tests/EndToEndTests/Fixtures/hanging_secret_service.py"
+        let service = try #require(BackgroundProcess(systemPython, [fixture, "--no-session"], env: bus.env), "fixture did not start")
+        #expect(service.firstLine == "ready")
+        for op in ["read", "lookup"] {
+            let child = runStoreChild(op, profile: uniqueProfile("nosession"), env: bus.env)
+            #expect(child.result.hasPrefix("error 5 storeUnavailable the Secret Service cannot be reached: nothing provides it on the session bus "),
+                    "\(op): \(child.result)")
+            #expect(child.result.contains("org.freedesktop.Secret.Error.NoSession"), "\(op): \(child.result)")
+        }
+    }
+
     @Test("a bus with nobody owning org.freedesktop.secrets is unavailable, quickly")
     func noSecretService() throws {
         let sandbox = Sandbox(bus: .none)

@@ -216,7 +216,11 @@ import Glibc
         let holder = try Background(Harness.binary, w.args + ["get"], env: w.sandbox.env)
         #expect(try w.waitForRefreshRequests())
         let waiter = try Background(Harness.binary, w.args + ["get"], env: w.sandbox.env)
-        usleep(300_000)
+        // The fact waited for: the waiter has opened the profile's lock file, which the holder
+        // keeps locked through its refresh, so it is now in the lock's wait (FileLock.lock).
+        #expect(Hostile.waitUntil(15) { Hostile.hasOpen(waiter.pid, w.sandbox.lockFile(w.profile)) },
+                "the waiter never reached the lock \(w.sandbox.lockFile(w.profile))")
+        #expect(try w.issuer.counter("refresh_success") == 0, "the holder's refresh ended before the waiter reached the lock")
         let sent = Date()
         kill(waiter.pid, SIGTERM)
         let r = waiter.finish()

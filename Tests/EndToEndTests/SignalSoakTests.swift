@@ -8,15 +8,31 @@ import Glibc
 /// (SIGINT, SIGTERM, SIGHUP, SIGQUIT) at a random moment — before the refresh is sent, while it
 /// is at the issuer, while it is saved, after — with a random issuer delay. Every round must end
 /// with one consistent stored document whose refresh token is the live one at the test issuer,
-/// and the issuer must never see a reused refresh token. SOAK_ROUNDS (default 40 per store) and
-/// SOAK_SEED make a longer, reproducible run by hand; the figures are printed.
+/// and the issuer must never see a reused refresh token. SOAK_ROUNDS (default 40 per store) makes
+/// a longer run by hand. The seed is fixed (`defaultSeed`), so every run of the suite is the same
+/// run; CCRED_SOAK_SEED (or the older SOAK_SEED) picks another, e.g. to replay or to explore. The
+/// seed is printed before the first round and named in every failure; the figures are printed.
 @Suite(.serialized) struct SignalSoakTests {
     static var rounds: Int { Int(ProcessInfo.processInfo.environment["SOAK_ROUNDS"] ?? "") ?? 40 }
+
+    static let defaultSeed: UInt64 = 0x5EED_C0DE_2026_0030
+
+    /// CCRED_SOAK_SEED, else SOAK_SEED, else `defaultSeed` (decimal, or hex with 0x).
+    static var seed: UInt64 {
+        let env = ProcessInfo.processInfo.environment
+        for name in ["CCRED_SOAK_SEED", "SOAK_SEED"] {
+            guard let text = env[name], !text.isEmpty else { continue }
+            if text.hasPrefix("0x"), let v = UInt64(text.dropFirst(2), radix: 16) { return v }
+            if let v = UInt64(text) { return v }
+        }
+        return defaultSeed
+    }
 
     @Test(arguments: ["file", "secret-service"])
     func randomSignalsAtRandomMomentsLoseNoRotation(store: String) throws {
         if store == "secret-service" && !SignalDeferralTests.bus { Issue.record("no D-Bus session: run the suite through scripts/with-keyring"); return }
-        let seed = UInt64(ProcessInfo.processInfo.environment["SOAK_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max)
+        let seed = Self.seed
+        print("signal soak (\(store)): seed \(seed) (CCRED_SOAK_SEED=\(seed) replays it), \(Self.rounds) rounds")
         var rng = SeededRandom(seed: seed) // SplitMix64: a failing round replays
         let w = try SignalDeferralTests.World(store: store, expiresIn: 3600)
         let signals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]

@@ -33,15 +33,29 @@ final class RecordingPresenter: SignInPresenter {
     @Test(arguments: ["hello", "http://localhost:1455/auth/callback", "https://x.test/?q=1", "code=a b&state=s",
                       "http://localhost:1455/auth/callback?code=%ZZ&state=s", "?code=x", "?state=s"])
     func garbage(_ text: String) {
-        #expect(throws: PasteBackFlow.garbage) { try PasteBackFlow.parse(text) }
+        #expect(throws: PasteBackFlow.BadPaste.notTheAddress) { try PasteBackFlow.parse(text) }
     }
 
     @Test func nothingPasted() {
-        #expect(throws: CredentialError.loginFailed("nothing was pasted; nothing was stored")) { try PasteBackFlow.parse("") }
+        #expect(throws: PasteBackFlow.BadPaste.nothingPasted) { try PasteBackFlow.parse("") }
     }
 
     @Test func unsafeCodeIsNoCode() throws {
-        #expect(throws: PasteBackFlow.garbage) { try PasteBackFlow.parse("code=%1B%5B2J&state=s") }
+        #expect(throws: PasteBackFlow.BadPaste.notTheAddress) { try PasteBackFlow.parse("code=%1B%5B2J&state=s") }
+    }
+
+    /// Each bad paste's cause decides the retry prompt and the error a sign-in ending on it reports
+    /// (exit 1), never the words of that error.
+    @Test func eachBadPasteHasItsRetryReasonAndItsError() {
+        let p = Profile(unchecked: "work")
+        #expect(PasteBackFlow.BadPaste.notTheAddress.retryReason == "That is not the whole address (http://localhost:1455/auth/callback?code=…&state=…)")
+        #expect(PasteBackFlow.BadPaste.otherSignIn.retryReason == "That address belongs to a different sign-in")
+        #expect(PasteBackFlow.BadPaste.nothingPasted.retryReason == "Nothing was pasted")
+        #expect(PasteBackFlow.BadPaste.notTheAddress.error(p) == PasteBackFlow.garbage)
+        #expect(PasteBackFlow.BadPaste.nothingPasted.error(p) == .loginFailed("nothing was pasted; nothing was stored"))
+        #expect(PasteBackFlow.BadPaste.otherSignIn.error(p) == .loginFailed(
+            "the pasted address belongs to a different sign-in (its state does not match); nothing was stored; run '\(p.command("login --no-browser"))' again and paste the address from that sign-in"))
+        for bad in [PasteBackFlow.BadPaste.notTheAddress, .nothingPasted, .otherSignIn] { #expect(bad.error(p).exitCode == 1) }
     }
 
     @Test func entitlementIsNamedAndVendorTextSanitized() {

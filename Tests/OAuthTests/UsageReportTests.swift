@@ -254,12 +254,16 @@ import TestSupport
     @Test(arguments: ["http://chatgpt.com/backend-api", "http://10.0.0.1", "ftp://127.0.0.1", "https://u:p@chatgpt.com",
                       "https://chatgpt.com/backend-api?x=1", "http://127.0.0.1.evil.com", "https://chatgpt.com\u{1b}[2J"])
     func refusedLikeTheIssuer(_ url: String) {
-        #expect(throws: CredentialError.self) { try IssuerConfig(url) }
+        // A refused address is a usage error (exit 2), as the backend's below.
+        #expect { try IssuerConfig(url) } throws: { error in
+            guard case .usage = error as? CredentialError else { return false }
+            return true
+        }
         do {
             _ = try BackendConfig(url)
             Issue.record("accepted \(url)")
         } catch let e as CredentialError {
-            guard case .usage(let m) = e else { Issue.record("\(e)"); return }
+            guard case .usage(let m, _) = e else { Issue.record("\(e)"); return }
             #expect(e.exitCode == 2)
             #expect(m.hasPrefix("CHATGPT_CREDENTIAL_BACKEND='"), "\(m)")
             #expect(!m.unicodeScalars.contains { $0.value == 0x1b })

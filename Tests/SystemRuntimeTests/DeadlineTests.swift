@@ -13,10 +13,20 @@ struct DeadlineTests {
 
     @Test func returnsTheResultInTime() {
         let cancelled = Flag()
-        let value = Deadline.watch(seconds: 2, onTimeout: { cancelled.raised = true }) { 6 * 7 }
-        #expect(value == 42)
-        usleep(50_000) // the watchdog has seen the finish by now
+        weak var held: Flag?
+        do {
+            let token = Flag() // held only by onTimeout, so by the watchdog thread until it ends
+            held = token
+            let value = Deadline.watch(seconds: 2, onTimeout: { [token] in _ = token; cancelled.raised = true }) { 6 * 7 }
+            #expect(value == 42)
+        }
+        // The fact waited for: the watchdog thread has ended (it let go of onTimeout), so it can
+        // no longer call it; had it waited for the deadline instead, it would have called it first.
+        let start = Clock.monotonicMillis()
+        while held != nil && Clock.monotonicMillis() - start < 5_000 { usleep(1_000) }
+        #expect(held == nil, "the watchdog thread never ended")
         #expect(!cancelled.raised)
+        #expect(Clock.monotonicMillis() - start < 1_000, "the watchdog waited for the deadline, not for the finish")
     }
 
     @Test func cancelsAtTheDeadlineSoTheWorkReturns() {

@@ -5,16 +5,22 @@ Run it on a private bus (DBUS_SESSION_BUS_ADDRESS); it claims org.freedesktop.se
 "ready" on stdout once the name is owned, and holds every method call open until it is killed.
 Properties.GetAll is answered (an empty Collections list), so clients get past proxy set-up and
 hang on the real call (OpenSession, SearchItems, ReadAlias, ...): the deadline must save them.
+
+With --no-session every such call is answered at once with org.freedesktop.Secret.Error.NoSession
+(what a restarted daemon says about a session it never opened): the client must take the service as
+gone, not as a failure of the call.
 """
 import sys
 
 import dbus
+import dbus.exceptions
 import dbus.service
 from dbus.mainloop.glib import DBusGMainLoop
 from gi.repository import GLib
 
 SERVICE = "org.freedesktop.Secret.Service"
 PROPS = "org.freedesktop.DBus.Properties"
+NO_SESSION = "--no-session" in sys.argv[1:]
 
 
 class HangingService(dbus.service.Object):
@@ -23,6 +29,9 @@ class HangingService(dbus.service.Object):
         self.pending = []  # replies we keep and never send
 
     def _hold(self, name, reply, error):
+        if NO_SESSION:
+            error(dbus.exceptions.DBusException("no session %s" % name, name="org.freedesktop.Secret.Error.NoSession"))
+            return
         self.pending.append((name, reply, error))
         sys.stderr.write("holding %s (%d pending)\n" % (name, len(self.pending)))
         sys.stderr.flush()

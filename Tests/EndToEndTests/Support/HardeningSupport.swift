@@ -69,6 +69,15 @@ enum Hostile {
         return lstat(path, &st) == 0 ? st.st_uid : nil
     }
 
+    /// Whether process `pid` has `path` open (a link in /proc/PID/fd names it, proc(5)): e.g. a
+    /// lock file it is waiting to lock, which it opens before its first attempt.
+    static func hasOpen(_ pid: Int32, _ path: String) -> Bool {
+        let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        return listing("/proc/\(pid)/fd").contains { fd in
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)")) == target
+        }
+    }
+
     /// Open file descriptors of a process (entries of /proc/PID/fd).
     static func openFDs(_ pid: Int32) -> Int { listing("/proc/\(pid)/fd").count }
 

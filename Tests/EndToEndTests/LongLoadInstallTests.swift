@@ -9,8 +9,9 @@ import Glibc
 /// lib/systemd/user) and
 /// `make uninstall` with the same variables removes them. One release build per run: the test
 /// builds into its own scratch directory, since the `swift test` running it holds the lock on
-/// `.build`.
-@Suite struct InstallTests {
+/// `.build`. That build takes minutes, so this is a LongLoad suite: `make test-load` (and CI) runs
+/// it, `make test` skips it.
+@Suite struct LongLoadInstallTests {
     static let installed: [(path: String, mode: mode_t)] = [
         ("/usr/bin/chatgpt-credential", 0o755),
         ("/usr/share/man/man1/chatgpt-credential.1", 0o644),
