@@ -17,14 +17,15 @@ struct ServeCommand: Verb {
         and services: /v1/token?profile=NAME&min_ttl=SECONDS (what get --json prints),
         /v1/usage?profile=NAME (what usage --json prints) and /v1/health. Every answer
         goes through the same lock, access cache and refresh as get; the refresh token
-        never leaves. Only processes of this user (or of a uid given with --allow-uid)
-        are answered. One audit line per answer on stderr. Under systemd socket
-        activation it serves the socket it is given.
+        never leaves. Only processes of this user (or of a uid given with --allow-uid,
+        which also gets an ACL on the socket) are answered; others get 403 when they
+        connect. One audit line per answer on stderr. Under systemd socket activation
+        it serves the socket it is given.
         """,
         options: [
-            OptionSpec("--socket", value: "PATH", completion: .files, "the socket to create (default: broker.sock in the runtime directory, see FILES)"),
+            OptionSpec("--socket", value: "PATH", completion: .files, "the socket to create, an absolute path (default: broker.sock in the runtime directory, see FILES)"),
             OptionSpec("--idle-exit", value: "SECONDS", "exit 0 after this long without a connection (default 0 = never; 60 under socket activation)"),
-            OptionSpec("--allow-uid", value: "UID", repeatable: true, "also answer processes of this user id (repeatable)"),
+            OptionSpec("--allow-uid", value: "UID", repeatable: true, "also answer processes of this user id, and let them connect (an ACL on the socket, else mode 0666; repeatable)"),
         ],
         examples: ["systemctl --user enable --now chatgpt-credential.socket   # on demand",
                    "curl --unix-socket \"$XDG_RUNTIME_DIR/chatgpt-credential/broker.sock\" \\\n     http://localhost/v1/token"])
