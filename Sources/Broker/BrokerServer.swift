@@ -98,6 +98,7 @@ package final class BrokerServer: @unchecked Sendable {
     private var auditedThisSecond = 0
     private var unlogged = 0
     private var unloggedUIDs: Set<UInt32> = []
+    private var refusals: [UInt32: [UInt8]] = [:]
 
     /// `audit` is called once per answered request (and refused connection, within the rate),
     /// one call at a time; `notice` for the summary of refused connections not audited.
@@ -237,9 +238,11 @@ package final class BrokerServer: @unchecked Sendable {
     private func admit(_ fd: Int32) {
         guard let cred = BrokerPeer.credentials(fd) else { close(fd); return }
         guard cred.uid == ownUID || settings.allowedUIDs.contains(cred.uid) else {
-            let answer = BrokerAnswer.failure(status: 403, message: "uid \(cred.uid) may not use this broker")
-            _ = send(fd, answer, keepAlive: false, deadline: 0) // one non-blocking try
-            auditRefused(cred, answer)
+            // One non-blocking write of an answer made once per uid (it holds no secret, so no
+            // guarded buffer is made per refused connection: refusing must stay cheap).
+            let bytes = refusal(for: cred.uid)
+            _ = bytes.withUnsafeBytes { send(fd, $0, deadline: 0) }
+            auditRefused(cred)
             release(fd)
             return
         }
@@ -418,7 +421,17 @@ package final class BrokerServer: @unchecked Sendable {
 
     // MARK: refused connections, audited at a bounded rate
 
-    private func auditRefused(_ cred: BrokerPeer.Credentials, _ answer: borrowing BrokerAnswer) {
+    /// The whole 403 response for a refused uid (a few uids kept).
+    private func refusal(for uid: UInt32) -> [UInt8] {
+        if let made = refusals[uid] { return made }
+        let answer = BrokerAnswer.failure(status: 403, message: "uid \(uid) may not use this broker")
+        let bytes = answer.head(keepAlive: false) + answer.body.withUnsafeBytes { Array($0) }
+        if refusals.count >= 64 { refusals.removeAll() }
+        refusals[uid] = bytes
+        return bytes
+    }
+
+    private func auditRefused(_ cred: BrokerPeer.Credentials) {
         let second = Clock.now()
         if second != auditSecond {
             flushRefusedSummary(force: true)
@@ -428,7 +441,9 @@ package final class BrokerServer: @unchecked Sendable {
         if auditedThisSecond < settings.refusedAuditPerSecond {
             auditedThisSecond += 1
             let peer = BrokerPeer(pid: cred.pid, uid: cred.uid, gid: cred.gid, executable: BrokerPeer.executable(of: cred.pid))
-            record(peer, path: nil, answer)
+            let answer = BrokerAnswer.failure(status: 403, message: "uid \(cred.uid) may not use this broker")
+            // Stamped with the second it was counted in.
+            record(peer, path: nil, answer, time: second)
         } else {
             unlogged += 1
             if unloggedUIDs.count < 8 { unloggedUIDs.insert(cred.uid) }
@@ -516,8 +531,8 @@ package final class BrokerServer: @unchecked Sendable {
     private func lock() { pthread_mutex_lock(&mutex) }
     private func unlock() { pthread_mutex_unlock(&mutex) }
 
-    private func record(_ peer: BrokerPeer, path: String?, _ answer: borrowing BrokerAnswer) {
-        let r = BrokerAuditRecord(time: Clock.now(), peer: peer, path: path, profile: answer.profile,
+    private func record(_ peer: BrokerPeer, path: String?, _ answer: borrowing BrokerAnswer, time: Int64 = Clock.now()) {
+        let r = BrokerAuditRecord(time: time, peer: peer, path: path, profile: answer.profile,
                                   status: answer.status, outcome: answer.outcome)
         pthread_mutex_lock(&auditMutex)
         audit(r)

@@ -103,7 +103,9 @@ package struct BrokerListener: Sendable {
             Glibc.close(fd)
             throw CredentialError.failure("cannot bind \(Sanitize.line(path)): \(String(cString: strerror(bindErrno)))")
         }
-        guard listen(fd, 128) == 0 else {
+        // The kernel's largest backlog (SOMAXCONN, capped by net.core.somaxconn): a burst of
+        // connections, refused ones included, waits to be accepted rather than failing EAGAIN.
+        guard listen(fd, SOMAXCONN) == 0 else {
             let e = errno
             Glibc.close(fd); unlink(path)
             throw CredentialError.failure("cannot listen on \(Sanitize.line(path)): \(String(cString: strerror(e)))")

@@ -30,6 +30,8 @@ import Glibc
         let recorder = Recorder()
         let done = DispatchSemaphore(value: 0)
         var ending: BrokerServer.Ending?
+        /// A token request for the profile `slow` waits on this before it is answered.
+        let gate = DispatchSemaphore(value: 0)
 
         init(_ settings: BrokerServer.Settings = .init()) throws {
             var template = Array("/tmp/ccred-broker-XXXXXX".utf8CString)
@@ -37,12 +39,14 @@ import Glibc
             path = dir + "/b.sock"
             listener = try BrokerListener.bind(path: path)
             let recorder = self.recorder
+            let gate = self.gate
             server = BrokerServer(listenFD: listener.fd, settings: settings, handler: { request, peer in
                 recorder.add(request)
                 switch request.call {
                 case .health: return .ok(#"{"ok":true}"#)
                 case .token(let p, _):
                     if p?.name == "missing" { return .failure(status: 401, message: "profile 'missing' is not signed in") }
+                    if p?.name == "slow" { gate.wait() }
                     return BrokerAnswer(status: 200, body: SecretBytes(copying: #"{"access_token":"tok-\#(peer.pid)"}"#.utf8), outcome: "ok")
                 case .usage: return .ok(#"{"plan":"plus"}"#)
                 }
@@ -300,6 +304,28 @@ import Glibc
         }
         #expect(s.stop() == .stopped)
         #expect(s.recorder.all.count == 204)
+    }
+
+    @Test func aUIDAtItsCapWithNoIdleConnectionGets503() throws {
+        var settings = BrokerServer.Settings()
+        settings.maxConnectionsPerUID = 1
+        let s = try Running(settings)
+        // The one connection allowed is being answered (its handler waits on the gate).
+        let a = try Client(s.path)
+        a.send("GET /v1/token?profile=slow HTTP/1.1\r\n\r\n")
+        let deadline = Date().addingTimeInterval(10)
+        while s.recorder.lock.withLock({ s.recorder.requests.isEmpty }) && Date() < deadline { usleep(1000) }
+        // None idle to close: the new one is answered 503 and closed.
+        let b = try Client(s.path)
+        let r = b.response()
+        #expect(r?.status == 503)
+        #expect(r?.body.contains("has 1 connections open, all busy") == true)
+        #expect(b.closedByServer())
+        s.gate.signal()
+        #expect(a.response()?.status == 200)
+        a.close(); b.close()
+        s.stop()
+        #expect(s.recorder.all.map(\.status).sorted() == [200, 503])
     }
 
     // MARK: binding
