@@ -394,6 +394,25 @@ import Glibc
         #expect(both.stderr.contains("--socket cannot be used under systemd socket activation"), "\(both.stderr)")
     }
 
+    @Test func underSocketActivationAllowUIDLeavesSystemdsSocketAlone() throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.socketActivate), FileManager.default.isExecutableFile(atPath: Self.getfacl) else {
+            Issue.record("systemd-socket-activate or getfacl is missing (Debian packages systemd, acl)"); return
+        }
+        let w = try World()
+        let path = w.socketDir + "/activated.sock"
+        let a = try Activated(w, path: path, ["serve", "--allow-uid", "4242", "--idle-exit", "1"])
+        var before = stat()
+        #expect(lstat(path, &before) == 0)
+        #expect(w.curl("/v1/health", socket: path).status == 200)
+        #expect(a.wait(30) == 0, "\(a.stderr)")
+        #expect(a.stderr.contains("chatgpt-credential: broker: --allow-uid 4242: the socket comes from systemd"), "\(a.stderr)")
+        // Not chmod'ed, no ACL, not removed: the file is the .socket unit's.
+        var after = stat()
+        #expect(lstat(path, &after) == 0 && after.st_ino == before.st_ino && after.st_mode == before.st_mode)
+        let facl = Harness.run(Self.getfacl, ["-n", "-p", path], env: w.sandbox.env)
+        #expect(!facl.stdout.contains("user:4242"), "\(facl.stdout)")
+    }
+
     // MARK: never starved (man page BROKER)
 
     /// `/usr/bin/python3` run as `uid` (setpriv), holding `count` connections to `socket` open
