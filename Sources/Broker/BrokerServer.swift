@@ -65,6 +65,9 @@ package final class BrokerServer: @unchecked Sendable {
         var busy = false
         /// Counted in `perUID` (until its last answer is written or it is closed).
         var counted = true
+        /// A complete head waits until the client has read enough of the earlier answers for the
+        /// next one to be written at once (so a client that does not read holds no worker).
+        var waitingToWrite = false
         /// What the worker decided once the answer was written.
         var after: After = .keep
         enum After { case keep, close, drain }
@@ -180,7 +183,7 @@ package final class BrokerServer: @unchecked Sendable {
             if acceptPausedUntil > now { timeout = min(timeout, acceptPausedUntil - now) }
             if unlogged > 0 { timeout = min(timeout, 1000) }
             for c in connections.values where !c.busy {
-                fds.append(pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0))
+                fds.append(pollfd(fd: c.fd, events: Int16(c.waitingToWrite ? POLLOUT : POLLIN), revents: 0))
                 timeout = min(timeout, c.deadline - now)
             }
             for (fd, until) in draining {
@@ -202,7 +205,9 @@ package final class BrokerServer: @unchecked Sendable {
                         close(p.fd)
                     }
                 } else if let c = connections[p.fd], !c.busy {
-                    if p.revents != 0 { readSome(c) } else if after >= c.deadline { timedOut(c) }
+                    if c.waitingToWrite {
+                        if p.revents != 0 { c.waitingToWrite = false; dispatchIfComplete(c) } else if after >= c.deadline { drop(c) }
+                    } else if p.revents != 0 { readSome(c) } else if after >= c.deadline { timedOut(c) }
                 }
             }
             // New connections last: those that just closed no longer count against their uid.
@@ -289,6 +294,14 @@ package final class BrokerServer: @unchecked Sendable {
     /// Hands `c` to a worker when its buffer holds a complete head; refuses an oversized one.
     private func dispatchIfComplete(_ c: Connection) {
         if let end = HTTPHead.end(c.buffer), end <= BrokerProtocol.maxHeadBytes {
+            var p = pollfd(fd: c.fd, events: Int16(POLLOUT), revents: 0)
+            if poll(&p, 1, 0) == 0 {
+                // Earlier answers still fill the socket: wait (until the deadline) for the client
+                // to read them before a worker is given this request.
+                c.waitingToWrite = true
+                c.deadline = Clock.monotonicMillis() + Int64(settings.requestDeadline * 1000)
+                return
+            }
             c.busy = true
             lock()
             jobs.append(c)

@@ -306,6 +306,44 @@ import Glibc
         #expect(s.recorder.all.count == 204)
     }
 
+    @Test func aClientThatNeverReadsHoldsNoWorker() throws {
+        var settings = BrokerServer.Settings()
+        settings.workers = 1
+        let s = try Running(settings)
+        // Pipelined requests whose answers are never read: the socket fills with answers.
+        let greedy = try Client(s.path)
+        _ = fcntl(greedy.fd, F_SETFL, fcntl(greedy.fd, F_GETFL) | O_NONBLOCK)
+        let request = Array(String(repeating: "GET /v1/health HTTP/1.1\r\n\r\n", count: 100).utf8)
+        var sent = 0
+        for _ in 0..<200 {
+            let n = request.withUnsafeBytes { Glibc.send(greedy.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { break }
+            sent += n
+        }
+        #expect(sent > 100_000)
+        // The fact to wait for: the broker has stopped answering it (its socket is full of
+        // unread answers), seen as an audit count that no longer grows (at most 10 s).
+        var last = -1, still = 0
+        let deadline = Date().addingTimeInterval(10)
+        while still < 3 && Date() < deadline {
+            let now = s.recorder.all.count
+            still = now == last ? still + 1 : 0
+            last = now
+            var none = pollfd(fd: -1, events: 0, revents: 0)
+            _ = poll(&none, 1, 100)
+        }
+        #expect(still == 3 && last > 0 && last < 20_000, "the broker kept answering (\(last))")
+        // Another client is answered well before the 5 s write deadline the one worker would
+        // otherwise spend on the client that does not read.
+        let other = try Client(s.path)
+        var tv = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(other.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        other.send("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n")
+        #expect(other.response()?.status == 200, "not answered within 2 s")
+        other.close(); greedy.close()
+        s.stop()
+    }
+
     @Test func aUIDAtItsCapWithNoIdleConnectionGets503() throws {
         var settings = BrokerServer.Settings()
         settings.maxConnectionsPerUID = 1
