@@ -99,18 +99,18 @@ extension Runner {
             } else if let path = listener.path {
                 do {
                     switch try BrokerSocketAccess.grant(o.allowedUIDs, path: path) {
-                    case .acl: console.err("chatgpt-credential: broker: uid \(names) may connect: an ACL on \(path) (user:UID:rw-)")
-                    case .worldWritable: console.err("chatgpt-credential: broker: uid \(names) may connect: \(path) is mode 0666 (no ACLs on this filesystem); the peer check refuses everyone else")
+                    case .acl: console.err("chatgpt-credential: broker: uid \(names) may connect: an ACL on \(Sanitize.line(path)) (user:UID:rw-)")
+                    case .worldWritable: console.err("chatgpt-credential: broker: uid \(names) may connect: \(Sanitize.line(path)) is mode 0666 (no ACLs on this filesystem); the peer check refuses everyone else")
                     }
                 } catch {
                     listener.close()
                     throw error
                 }
-                let blocked = o.allowedUIDs.compactMap { uid in BrokerSocketAccess.unreachableDirectory(for: uid, path: path).map { (uid, $0) } }
-                if let (uid, dir) = blocked.first {
-                    let uids = blocked.map { String($0.0) }.joined(separator: ", ")
-                    _ = uid
-                    console.err("chatgpt-credential: broker: uid \(uids) cannot reach the socket: \(dir) is not searchable for them (not changed)")
+                // Said, never fixed: a parent directory's mode is the person's choice.
+                let blocked = o.allowedUIDs.compactMap { uid in BrokerSocketAccess.unreachableDirectory(for: uid, path: path).map { (uid: uid, dir: $0) } }
+                if let first = blocked.first {
+                    let uids = blocked.map { String($0.uid) }.joined(separator: ", ")
+                    console.err("chatgpt-credential: broker: uid \(uids) cannot reach the socket: \(Sanitize.line(first.dir)) is not searchable for them (not changed)")
                 }
             }
         }
