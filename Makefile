@@ -4,6 +4,7 @@ PREFIX      ?= /usr/local
 DESTDIR     ?=
 BINDIR      := $(DESTDIR)$(PREFIX)/bin
 MANDIR      := $(DESTDIR)$(PREFIX)/share/man/man1
+MAN7DIR     := $(DESTDIR)$(PREFIX)/share/man/man7
 BASHCOMPDIR := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  := $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
@@ -116,7 +117,7 @@ test-unit:
 	$(SWIFT) test --skip EndToEndTests --skip LongLoad $(IMPORT_CHECK)
 
 lint-man:
-	mandoc -Tlint -Wwarning man/chatgpt-credential.1
+	mandoc -Tlint -Wwarning man/chatgpt-credential.1 man/chatgpt-credential.7
 
 # The completions and the man page's generated regions, from the verbs' registry (ccred-docs, a
 # build tool that is not installed); DocsTests fails when the committed files differ from them.
@@ -142,11 +143,12 @@ fuzz-smoke:
 	fuzz/run.sh 10
 
 install: release install-units
-	install -d $(BINDIR) $(MANDIR) $(BASHCOMPDIR) $(ZSHCOMPDIR) $(FISHCOMPDIR)
+	install -d $(BINDIR) $(MANDIR) $(MAN7DIR) $(BASHCOMPDIR) $(ZSHCOMPDIR) $(FISHCOMPDIR)
 	install -m 0755 $(RELEASE_BIN) $(BINDIR)/chatgpt-credential
 	ln -sf chatgpt-credential $(BINDIR)/git-credential-chatgpt
 	ln -sf chatgpt-credential $(BINDIR)/docker-credential-chatgpt
 	install -m 0644 man/chatgpt-credential.1 $(MANDIR)/chatgpt-credential.1
+	install -m 0644 man/chatgpt-credential.7 $(MAN7DIR)/chatgpt-credential.7
 	ln -sf chatgpt-credential.1 $(MANDIR)/git-credential-chatgpt.1
 	ln -sf chatgpt-credential.1 $(MANDIR)/docker-credential-chatgpt.1
 	install -m 0644 completions/chatgpt-credential.bash $(BASHCOMPDIR)/chatgpt-credential
@@ -167,7 +169,7 @@ install-units:
 
 uninstall:
 	rm -f $(BINDIR)/chatgpt-credential $(BINDIR)/git-credential-chatgpt $(BINDIR)/docker-credential-chatgpt \
-	      $(MANDIR)/chatgpt-credential.1 $(MANDIR)/git-credential-chatgpt.1 $(MANDIR)/docker-credential-chatgpt.1 \
+	      $(MANDIR)/chatgpt-credential.1 $(MANDIR)/git-credential-chatgpt.1 $(MANDIR)/docker-credential-chatgpt.1 $(MAN7DIR)/chatgpt-credential.7 \
 	      $(BASHCOMPDIR)/chatgpt-credential $(ZSHCOMPDIR)/_chatgpt-credential \
 	      $(FISHCOMPDIR)/chatgpt-credential.fish $(addprefix $(UNITDIR)/,$(UNITS))
 

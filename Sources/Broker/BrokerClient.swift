@@ -48,7 +48,9 @@ package struct BrokerClient: Sendable {
     package static let defaultTimeout: Double = 10
     /// The largest answer read (a token answer is a few KiB, a usage answer well under that).
     package static let maxAnswerBytes = 256 * 1024
-    /// The members of an answer that are tokens: parsed into guarded memory, never into Strings.
+    /// The largest usage answer taken: what the host prints for `usage --json` (at most
+    /// `UsageReport.maxAdditional` + 1 limits of two windows each) is a few KiB.
+    package static let maxUsageAnswerBytes = 64 * 1024
 
     /// A broker's answer: the status code and the body, in guarded memory (a token answer
     /// carries the access token).
@@ -72,13 +74,17 @@ package struct BrokerClient: Sendable {
     /// `GET /v1/usage?profile=NAME`: the object `usage --json` prints (no token in it, so no
     /// member is parsed into guarded memory and it can be printed again as text).
     package func usage(profile: Profile) throws -> JSONValue {
-        try json(BrokerProtocol.usagePath + "?profile=" + profile.name)
+        try json(BrokerProtocol.usagePath + "?profile=" + profile.name, maxBytes: Self.maxUsageAnswerBytes)
     }
 
     /// The answer's JSON object when the status is 200; otherwise the broker's error as a
     /// `CredentialError` (its exit code from the status, in the one table).
-    package func json(_ target: String) throws -> JSONValue {
+    /// A 200 answer's body longer than `maxBytes` is refused (exit 1), never half read.
+    package func json(_ target: String, maxBytes: Int = BrokerClient.maxAnswerBytes) throws -> JSONValue {
         let answer = try get(target)
+        if answer.status == 200, answer.body.count > maxBytes {
+            throw CredentialError.failure("the broker at \(address.description) sent an answer of more than \(maxBytes / 1024) KiB, more than the host ever answers")
+        }
         // The token members go into guarded memory: every parse treats them as secret.
         let value = try? JSON.parse(answer.body, maxBytes: Self.maxAnswerBytes)
         guard answer.status == 200 else {
@@ -94,6 +100,7 @@ package struct BrokerClient: Sendable {
     /// One request, one answer (`Connection: close`), within the deadline.
     package func get(_ target: String) throws -> Reply {
         let stop = Clock.monotonicMillis() + Int64(timeout * 1000)
+        try checkDirectory()
         let fd = try connect(until: stop)
         defer { close(fd) }
         let request = "GET \(target) HTTP/1.1\r\nHost: localhost\r\nUser-Agent: chatgpt-credential\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
@@ -104,6 +111,35 @@ package struct BrokerClient: Sendable {
     }
 
     // MARK: the socket
+
+    /// A socket in a directory another user can write (a squatted path in `/tmp`) may be anyone's:
+    /// refused before connecting, exit 5 (man page BROKER, Client mode). The directory judged is
+    /// the real one the socket is in (symbolic links resolved): it must be owned by this user or
+    /// root and not writable by group or others; a sticky world-writable `/tmp` is refused too. A
+    /// directory that is not there is left to `connect` ("no broker socket", exit 5).
+    func checkDirectory() throws {
+        let path = address.path
+        let slash = path.utf8.lastIndex(of: UInt8(ascii: "/"))!
+        let parent = slash == path.utf8.startIndex ? "/" : String(path[..<slash])
+        guard let resolved = realpath(parent, nil) else { return }
+        let real = String(cString: resolved)
+        free(resolved)
+        var st = stat()
+        guard lstat(real, &st) == 0 else { return }
+        let mode = st.st_mode & 0o7777
+        let why: String
+        if st.st_mode & S_IFMT != S_IFDIR {
+            why = "is not a directory"
+        } else if st.st_uid != geteuid() && st.st_uid != 0 {
+            why = "belongs to uid \(st.st_uid), not to this user (uid \(geteuid())) or root"
+        } else if mode & 0o022 != 0 {
+            why = "is writable by \(mode & 0o002 != 0 ? "others" : "its group") (mode \(String(mode, radix: 8)))"
+        } else {
+            return
+        }
+        let shown = real == parent ? Sanitize.line(real) : "\(Sanitize.line(parent)) (\(Sanitize.line(real)))"
+        throw CredentialError.storeUnavailable("refusing the broker socket \(Sanitize.line(path)): its directory \(shown) \(why), so another user could have put the socket there; keep the broker's socket in a directory of your own that others cannot write")
+    }
 
     private func notAnswering(_ why: String) -> CredentialError {
         .temporary("broker not answering at \(address.description) (\(why))")
@@ -117,33 +153,48 @@ package struct BrokerClient: Sendable {
         withUnsafeMutableBytes(of: &sa.sun_path) { dst in
             for (i, b) in address.path.utf8.enumerated() where i < dst.count - 1 { dst[i] = b }
         }
-        let rc = withUnsafePointer(to: &sa) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        if rc == 0 { return fd }
-        let code = errno
-        switch code {
-        case EINPROGRESS, EAGAIN:
-            // A UNIX socket whose listener's backlog is full: wait for it within the deadline.
-            try wait(fd, Int16(POLLOUT), until: stop)
-            var err: Int32 = 0
-            var len = socklen_t(MemoryLayout<Int32>.size)
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len)
-            if err == 0 { return fd }
-            close(fd)
-            throw connectError(err)
-        default:
-            close(fd)
-            throw connectError(code)
+        var pause: Int64 = 2
+        while true {
+            let rc = withUnsafePointer(to: &sa) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            if rc == 0 { return fd }
+            let code = errno
+            switch code {
+            case EINTR:
+                continue
+            case EAGAIN:
+                // The listener's backlog is full (a UNIX socket's non-blocking connect says EAGAIN
+                // and leaves the socket unconnected; poll would not wait for a slot): try again
+                // with a short back-off, within the same deadline (man page BROKER, Client mode).
+                let left = stop - Clock.monotonicMillis()
+                guard left > 0 else {
+                    close(fd)
+                    throw notAnswering("its backlog stayed full; no answer within \(Deadline.describe(timeout))")
+                }
+                _ = poll(nil, 0, Int32(min(pause, left)))
+                pause = min(pause * 2, 50)
+            case EINPROGRESS:
+                do { try wait(fd, Int16(POLLOUT), until: stop) } catch { close(fd); throw error }
+                var err: Int32 = 0
+                var len = socklen_t(MemoryLayout<Int32>.size)
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len)
+                if err == 0 { return fd }
+                close(fd)
+                throw connectError(err)
+            default:
+                close(fd)
+                throw connectError(code)
+            }
         }
     }
 
     private func connectError(_ code: Int32) -> CredentialError {
         switch code {
         case ENOENT, ENOTDIR:
-            return .storeUnavailable("no broker socket at \(address.path); start the broker where the credential is (chatgpt-credential serve, or systemctl --user start chatgpt-credential.socket)")
+            return .storeUnavailable("no broker socket at \(address.path); start the broker on the broker's side, where the credential is: chatgpt-credential serve, or systemctl --user start chatgpt-credential.socket")
         case ECONNREFUSED:
-            return notAnswering("nothing listens on the socket; is chatgpt-credential serve running?")
+            return notAnswering("nothing listens on the socket; is chatgpt-credential serve running on the broker's side?")
         case EACCES, EPERM:
             return .storeUnavailable("cannot reach the broker socket \(address.path): \(FileSystem.errorText(code))")
         case ENOTSOCK:

@@ -46,17 +46,10 @@ package enum BrokerProtocol {
         }
     }
 
-    /// The exit code a client reports for an answer with this status (the inverse of
-    /// `status(forExitCode:)`; 403 and the framing errors are usage errors of the client's setup).
+    /// The exit code a client reports for an answer with this status: 0 for 200, else the one
+    /// table client mode reads too (`CredentialError.exitCode(forBrokerStatus:)`; 403 is 5).
     package static func exitCode(forStatus status: Int) -> Int32 {
-        switch status {
-        case 200: return 0
-        case 401: return 3
-        case 502: return 4
-        case 503: return 5
-        case 400, 403, 404, 405: return 2
-        default: return 1
-        }
+        status == 200 ? 0 : CredentialError.exitCode(forBrokerStatus: status)
     }
 }
 

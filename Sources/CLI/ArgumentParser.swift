@@ -115,7 +115,8 @@ public enum ArgumentParser {
                 verbType = CommandLineSpec.verbType(arg)
                 verbSpec = verbType?.spec
                 if globals.wire == .plain, verbSpec == nil {
-                    throw CredentialError.usage("unknown verb '\(Sanitize.line(arg, limit: 60))'" + Suggestion.forVerb(arg))
+                    throw CredentialError.usage("unknown verb '\(Sanitize.line(arg, limit: 60))'"
+                        + Suggestion.forVerb(arg, refused: globals.broker == nil ? [] : ClientModeAdvice.refusedVerbs))
                 }
                 if verbSpec?.operands == .command {
                     // Everything after its own options is the command (exec).

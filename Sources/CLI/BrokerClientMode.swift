@@ -4,6 +4,7 @@ import UsageBackend
 import OAuth
 import HelperProtocols
 import Broker
+import Credentials
 import Secrets
 
 /// Client mode (chatgpt-credential(1), BROKER): with `--broker unix:PATH` or
@@ -13,6 +14,11 @@ import Secrets
 /// host (`GetFormatter`, `UsageRenderer`, the git and docker protocols).
 extension Runner {
     func clientMode(_ command: Command, _ g: GlobalOptions, _ address: BrokerAddress) throws -> Outcome {
+        // Advice names what to run on the broker's side, never a verb refused here (ClientModeAdvice).
+        do { return try clientModeVerb(command, g, address) } catch let e as CredentialError { throw e.inClientMode }
+    }
+
+    private func clientModeVerb(_ command: Command, _ g: GlobalOptions, _ address: BrokerAddress) throws -> Outcome {
         let broker = BrokerClient(address: address)
         verbose(g, "client mode: asking the broker at \(address.description)")
         switch command {
@@ -58,13 +64,18 @@ extension Runner {
     func usageThroughBroker(_ broker: BrokerClient, _ g: GlobalOptions, json: Bool, all: Bool) throws -> Outcome {
         if all { throw CredentialError.usage("usage --all lists the stores' profiles, which client mode never does; run it where the broker runs, or ask for each profile with --profile") }
         let value = try broker.usage(profile: g.profile)
+        // More limits or windows than the host ever prints is no answer of the host's (man page
+        // BROKER, Client mode): exit 1, never passed on.
+        if let why = UsageRenderer.oversized(normalized: value) {
+            throw CredentialError.failure("the broker at \(broker.address.description) sent a malformed usage answer (\(why))")
+        }
+        let now = services.now()
+        let (report, plan) = UsageRenderer.report(normalized: value, now: now)
         if json {
-            try console.out(JSON.serialize(value) + "\n")
+            // Printed again as the host prints it: what the host would print of this answer.
+            try console.out(UsageRenderer.json(report, plan: plan))
         } else {
-            let style = usageStyle()
-            let now = services.now()
-            let (report, plan) = UsageRenderer.report(normalized: value, now: now)
-            try console.out(UsageRenderer(style: style, now: now).text(report, plan: plan))
+            try console.out(UsageRenderer(style: usageStyle(), now: now).text(report, plan: plan))
         }
         return .exit(0)
     }
@@ -77,25 +88,42 @@ extension Runner {
 
     /// The broker's `/v1/token` answer as a served credential for the formatters: the access
     /// token (and the id token when the broker sends one) in guarded memory, never a refresh token.
+    /// An answer the host would refuse is refused here too (man page BROKER, Client mode): a token
+    /// already expired is exit 4, as on the host when it cannot refresh; one valid for less than
+    /// `--min-ttl` is printed with the notice the host prints then (`RefreshPolicy.afterRefresh`).
     func brokerToken(_ broker: BrokerClient, _ g: GlobalOptions, requiredTTL: Int64?) throws -> ServedCredential {
         let credential = try Self.credential(fromTokenAnswer: try broker.token(profile: g.profile, minTTL: requiredTTL), broker: broker.address.description)
         let expiresAt = credential.expiresAt
+        let now = services.now()
         verbose(g, "the broker answered for profile \(g.profile.name); expires \(Clock.rfc3339(expiresAt))")
-        if let requiredTTL, expiresAt > 0, expiresAt - services.now() < requiredTTL {
-            console.err("chatgpt-credential: the broker's token is valid for \(TimeSpan.describe(max(0, expiresAt - services.now()))) only, less than --min-ttl \(requiredTTL)")
+        guard expiresAt > now else {
+            throw CredentialError.temporary("the broker at \(broker.address.description) answered with an access token that expired at \(Clock.rfc3339(expiresAt)) (\(TimeSpan.expiry(expiresAt - now)))")
+        }
+        if let requiredTTL, expiresAt - now < requiredTTL,
+           let notice = RefreshPolicy.afterRefresh(credential, Freshness(minTTL: requiredTTL, requiredTTL: requiredTTL), now: now) {
+            console.err("chatgpt-credential: " + notice)
         }
         return credential
     }
 
     /// The credential a `/v1/token` answer serves (the object `get --json` prints): it has no
-    /// refresh token to hold; the formatters refuse what a token cannot hold.
+    /// refresh token to hold; the formatters refuse what a token cannot hold. The members the
+    /// host always sends are required with their types: an access token, a string account id and
+    /// an RFC 3339 expiry; anything else is a malformed answer (exit 1).
     static func credential(fromTokenAnswer value: JSONValue, broker: String) throws -> ServedCredential {
+        func malformed(_ why: String) -> CredentialError {
+            .failure("the broker at \(broker) sent a malformed token answer (\(why))")
+        }
         guard let access = value["access_token"]?.secretValue, !access.isEmpty else {
             throw CredentialError.failure("the broker at \(broker) sent an answer without an access token")
         }
-        return ServedCredential(accessToken: access, accountId: value["account_id"]?.stringValue ?? "",
+        guard let accountId = value["account_id"]?.stringValue else { throw malformed("account_id is not a string") }
+        guard let expiresAt = value["expires_at"]?.stringValue.flatMap(Clock.parseRFC3339) else {
+            throw malformed("expires_at is not an RFC 3339 time")
+        }
+        return ServedCredential(accessToken: access, accountId: accountId,
                                 idToken: value["id_token"]?.secretValue ?? SecretToken(),
-                                expiresAt: value["expires_at"]?.stringValue.flatMap(Clock.parseRFC3339) ?? 0,
+                                expiresAt: expiresAt,
                                 email: value["email"]?.stringValue ?? "", plan: value["plan"]?.stringValue ?? "")
     }
 
@@ -110,6 +138,7 @@ extension Runner {
         do {
             document = try brokerToken(broker, g, requiredTTL: nil)
         } catch let e as CredentialError {
+            let e = e.inClientMode
             if json {
                 let members: [(String, JSONValue)] = [("profile", .string(g.profile.name)), ("broker", .string(broker.address.description)),
                                                       ("signed_in", .bool(false)), ("needs_login", .bool(e.exitCode == 3)),
@@ -172,6 +201,23 @@ extension Runner {
 }
 
 extension UsageRenderer {
+    /// Why a usage answer is not one the host prints (more windows in a limit, or more
+    /// additional limits, than `usage --json` ever holds); nil when it could be.
+    static func oversized(normalized v: JSONValue) -> String? {
+        func count(_ j: JSONValue?) -> Int {
+            if case .array(let items)? = j { return items.count }
+            return 0
+        }
+        let windowsPerLimit = UsageWindow.Role.allCases.count
+        if count(v["windows"]) > windowsPerLimit { return "\(count(v["windows"])) windows, at most \(windowsPerLimit) a limit" }
+        guard case .array(let extra)? = v["additional_limits"] else { return nil }
+        if extra.count > UsageReport.maxAdditional { return "\(extra.count) additional limits, at most \(UsageReport.maxAdditional)" }
+        for a in extra where count(a["windows"]) > windowsPerLimit {
+            return "\(count(a["windows"])) windows, at most \(windowsPerLimit) a limit"
+        }
+        return nil
+    }
+
     /// A report from the normalised object `usage --json` prints (what the broker's `/v1/usage`
     /// answers), so client mode renders it exactly as the host would. Values of the wrong type
     /// are unknown, with the same bounds as `UsageReport` (two windows a limit, a reset at most a

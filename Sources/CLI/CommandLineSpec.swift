@@ -256,7 +256,7 @@ public enum CommandLineSpec {
 
 
         """
-        s += wrap("Run '\(programName) VERB --help' for a verb's options; see also chatgpt-credential(1).", width: width) + "\n"
+        s += wrap("Run '\(programName) VERB --help' for a verb's options; see also chatgpt-credential(1), and chatgpt-credential(7) for how a sign-in is kept.", width: width) + "\n"
         return s
     }
 

@@ -84,7 +84,8 @@ extension Runner {
             }
             return .exit(0)
         } catch let e as CredentialError {
-            return dockerFailure(e)
+            // In client mode, advice is for the broker's side (ClientModeAdvice).
+            return dockerFailure(g.broker == nil ? e : e.inClientMode)
         }
     }
 

@@ -53,6 +53,12 @@ extension Services {
             lockTimeout: settings.lockTimeout ?? 60)
         services.lookupForeignSecret = { attributes in try SecretServiceStore(bus: bus, timeout: dbusTimeout).lookup(attributes: attributes) }
         services.makeCache = { g in
+            // The kernel keeps a user keyring per user namespace: an entry made in another one
+            // could not be revoked by a change made on the host (man page ACCESS CACHE).
+            guard UserNamespace.isInitial() else {
+                if g.verbose { console.err("chatgpt-credential: debug: access cache not used: this process is in a user namespace other than the first") }
+                return nil
+            }
             let keyring = KeyringCache(settings: g.cache, diagnostic: { line in
                 if g.verbose { console.err("chatgpt-credential: debug: " + Sanitize.line(line)) }
             })

@@ -116,7 +116,8 @@ public final class Runner {
     /// The one owner of the profile's credential, for this invocation's store choice.
     func owner(_ g: GlobalOptions) -> CredentialOwner {
         let owner = CredentialOwner(profile: g.profile, selector: services.makeSelector(g),
-                        lock: ProfileLock(profile: g.profile, path: services.paths.lockFile(for: g.profile), timeout: services.lockTimeout),
+                        lock: ProfileLock(profile: g.profile, path: services.paths.lockFile(for: g.profile),
+                                          storeDirectory: services.paths.dataDirectory, timeout: services.lockTimeout),
                         now: services.now, cache: services.makeCache(g), refresher: { try self.services.makeRefresher(g) })
         // The back-off names the issuer it is about: a record for another address is ignored.
         owner.backoff.issuer = (try? services.settings.issuer.get().baseURL) ?? ""

@@ -47,16 +47,22 @@ enum Suggestion {
         return prev[b.count]
     }
 
-    /// The hint for an unknown verb: the verb meant, and where its help is.
-    static func forVerb(_ word: String) -> String {
+    /// The hint for an unknown verb: the verb meant, and where its help is. `refused`: the verbs
+    /// client mode refuses, when it is on; one of them is meant for the broker's side (man page
+    /// BROKER, Client mode), never "here".
+    static func forVerb(_ word: String, refused: Set<String> = []) -> String {
         let program = CommandLineSpec.programName
         if let meant = verbsFromOtherTools[word.lowercased()] {
             let verb = String(meant.split(separator: " ")[0])
+            if refused.contains(verb) {
+                return "; to do that on the broker's side: \(program) \(meant), which client mode refuses here (see: \(program) \(verb) --help)"
+            }
             return "; to do that here: \(program) \(meant) (see: \(program) \(verb) --help)"
         }
         let verbs = CommandLineSpec.verbs.map(\.name)
         if let meant = closest(to: word, among: verbs) {
-            return "; did you mean '\(meant)'? (see: \(program) \(meant) --help)"
+            let place = refused.contains(meant) ? " Client mode refuses it here: run it on the broker's side" : ""
+            return "; did you mean '\(meant)'?\(place) (see: \(program) \(meant) --help)"
         }
         return "; the verbs are \(verbs.joined(separator: ", ")) (see: \(program) --help)"
     }

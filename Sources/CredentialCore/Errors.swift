@@ -35,6 +35,10 @@ public enum CredentialError: Error, Equatable, Sendable {
     case wrongKey(String)
     case permissionsTooOpen(path: String)
     case storeFailure(String)
+    /// The encrypted file store's lock (beside the file, man page FILES) cannot be taken here —
+    /// its directory is mounted read-only or cannot be written by this process — so nothing
+    /// there is changed: never changed unlocked. `reason` is the system's word for it.
+    case storeReadOnly(directory: String, reason: String)
     // client mode: a broker's error answer, its exit code from its HTTP status (man page, BROKER)
     case brokerAnswered(status: Int, message: String, broker: String)
 
@@ -45,16 +49,21 @@ public enum CredentialError: Error, Equatable, Sendable {
         case .usage, .badInput: return 2
         case .notSignedIn, .notFoundKeyringUnreachable, .refreshRejected, .backendRejected: return 3
         case .temporary, .lockTimeout: return 4
-        case .keyringLocked, .storeUnavailable, .storeNotAnswering, .storeCorrupt, .wrongKey, .permissionsTooOpen, .storeFailure: return 5
+        case .keyringLocked, .storeUnavailable, .storeNotAnswering, .storeCorrupt, .wrongKey, .permissionsTooOpen, .storeFailure, .storeReadOnly: return 5
         case .interrupted: return 128 + 2 // as a shell reports a process Ctrl-C ended
-        case .brokerAnswered(let status, _, _):
-            switch status {
-            case 400: return 2          // bad request
-            case 401: return 3          // login required where the broker runs
-            case 502: return 4          // temporary
-            case 403, 503: return 5     // this peer refused; the broker's store problem
-            default: return 1
-            }
+        case .brokerAnswered(let status, _, _): return Self.exitCode(forBrokerStatus: status)
+        }
+    }
+
+    /// A broker's error status as an exit code (man page BROKER, Client mode): the one table,
+    /// read by client mode (`brokerAnswered`) and by the broker (`BrokerProtocol.exitCode(forStatus:)`).
+    public static func exitCode(forBrokerStatus status: Int) -> Int32 {
+        switch status {
+        case 400: return 2          // bad request
+        case 401: return 3          // login required where the broker runs
+        case 502: return 4          // temporary
+        case 403, 503: return 5     // this peer refused; the broker's store problem
+        default: return 1
         }
     }
 
@@ -91,11 +100,14 @@ public enum CredentialError: Error, Equatable, Sendable {
             let mode = path.hasSuffix("/") ? "700" : "600"
             text = "\(path) is accessible by group or others; run: chmod \(mode) \(path)"
         case .storeFailure(let m): text = m
+        case .storeReadOnly(let directory, let reason):
+            text = "cannot take the lock of the encrypted file store in \(directory) (\(reason)); nothing there is changed from here: run this where that directory can be written"
         case .brokerAnswered(let status, let m, let broker):
             let said = m.isEmpty ? "HTTP \(status)" : "\(m) (HTTP \(status))"
             switch status {
-            case 403: text = "the broker at \(broker) refused this process: \(said); it answers its own user (or one named by serve --allow-uid)"
-            case 401: text = "the broker at \(broker) says: \(said); sign in where the broker runs"
+            case 403: text = "the broker at \(broker) refused this process: \(said); it answers its own user (or one the broker's side allows with --allow-uid)"
+            // A broker's own message carries its advice (client mode puts it on the broker's side).
+            case 401 where m.isEmpty: text = "the broker at \(broker) says: \(said); sign in where the broker runs"
             default: text = "the broker at \(broker) says: \(said)"
             }
         }

@@ -90,7 +90,15 @@ extension CredentialOwner {
     /// refresh is due, what was read is handed on so the store is not read twice.
     private func fillFromStore(_ cache: CredentialCache, _ kind: StoreKind, _ need: Freshness) throws -> Fill {
         let costly = selector.store(of: kind).isExpensiveToRead(profile)
-        return try lock.holding(costly ? .exclusive : .shared) {
+        do {
+            return try fill(cache, kind, need, costly ? .exclusive : .shared)
+        } catch CredentialError.storeReadOnly where costly {
+            return try fill(cache, kind, need, .shared) // nothing is changed by a fill: read as others do
+        }
+    }
+
+    private func fill(_ cache: CredentialCache, _ kind: StoreKind, _ need: Freshness, _ mode: FileLock.Mode) throws -> Fill {
+        try lock.holding(mode) {
             if let hit = cachedAnswer(cache, kind, need) { return .answer(hit) } // filled while we waited
             guard let located = try locate() else { throw CredentialError.notSignedIn(profile: profile.name) }
             guard case .use(let notice) = RefreshPolicy.decide(located.document, need, now: now()) else { return .refreshDue(located) }
@@ -114,9 +122,18 @@ extension CredentialOwner {
             break
         }
         if case .refreshRejected(let code, _) = initial.state { return try rejectedFallback(located, need, code: code) }
-        return try refreshTransaction(
-            waiter: { try answeredByOthers(initial, need) },
-            owner: { try refreshHoldingLock(initial, need, &$0) })
+        do {
+            return try refreshTransaction(
+                waiter: { try answeredByOthers(initial, need) },
+                owner: { try refreshHoldingLock(initial, need, &$0) })
+        } catch let e as CredentialError {
+            // A store directory whose lock cannot be taken is never changed (man page, THE ONE
+            // OWNER): as when the rotation could not be saved, nothing is spent.
+            guard case .storeReadOnly = e else { throw e }
+            return try storedIfUsable(initial, need, otherwise: e) {
+                "notice: not refreshing, \(e.message); printing the stored token, which \($0)"
+            }
+        }
     }
 
     /// usage after the backend refused `token` (401): one refresh through the owner, unless the
@@ -169,7 +186,7 @@ extension CredentialOwner {
         let (current, answer) = try settledByOthers(initial, need)
         if let answer { return answer }
         let store = current.store
-        try tx.observe(store)
+        try tx.observe(current) // the bytes just decided on, not a second look
 
         // Reserve before spend: no refresh token is spent unless the rotated document can be saved.
         let prepared: Reservation
@@ -279,8 +296,9 @@ extension CredentialOwner {
     private func replaceSpent(with next: TokenDocument, in store: CredentialStore, spent: SecretToken,
                               through prepared: Reservation, _ tx: inout CredentialTransaction) throws -> Bool {
         for _ in 0..<3 { // a writer that keeps changing it gets the last word, reported
-            let seen = try tx.observe(store)
-            guard seen != nil, let stored = try? store.load(profile), stored.refreshToken == spent else { return false } // constant time
+            // One read: what is compared with the spent token is what the write is checked against.
+            guard let stored = try? LocatedCredential.read(profile, from: store), stored.document.refreshToken == spent else { return false } // constant time
+            try tx.observe(stored)
             if try tx.write(next, to: store, through: prepared) { return true }
         }
         return false

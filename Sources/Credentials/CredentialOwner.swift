@@ -134,7 +134,10 @@ package final class CredentialOwner {
                 }
                 let document: TokenDocument?
                 do {
-                    document = try store.load(profile)
+                    // The copy whose token is revoked is the one whose version the delete checks.
+                    let located = try LocatedCredential.read(profile, from: store)
+                    if let located { try tx.observe(located) }
+                    document = located?.document
                 } catch let e as CredentialError where Self.isDamage(e) || Self.isUnreadableHere(e) {
                     // Ours, but damaged, undecryptable or (a passphrase file with no passphrase at
                     // hand) unreadable now: removed all the same, its refresh token unrevoked.

@@ -30,10 +30,18 @@ package struct CredentialTransaction: ~Copyable {
         return version
     }
 
-    /// Locates the credential under the lock and reads the version of the copy found.
+    /// Takes the version of `located`'s bytes, read under the lock, as what the next write or
+    /// delete of its store is checked against: the bytes the decision is made on, not a second
+    /// look (man page, THE ONE OWNER). A located copy without a version is read again.
+    mutating func observe(_ located: LocatedCredential) throws {
+        guard let version = located.version else { try observe(located.store); return }
+        seen[ObjectIdentifier(located.store)] = .some(version)
+    }
+
+    /// Locates the credential under the lock; its version is that of the bytes read.
     mutating func locate(_ selector: StoreSelector) throws -> LocatedCredential? {
         guard let located = try selector.locate(profile) else { return nil }
-        try observe(located.store)
+        try observe(located)
         return located
     }
 

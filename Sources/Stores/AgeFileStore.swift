@@ -95,18 +95,32 @@ public final class AgeFileStore: CredentialStore {
     // MARK: CredentialStore
 
     public func read(_ profile: Profile) throws -> SecretBytes? {
+        var version: [UInt8]?
+        return try read(profile, version: &version)
+    }
+
+    public func read(_ profile: Profile, version: inout [UInt8]?) throws -> SecretBytes? {
+        version = nil
         let dir = try requireDirectory()
         guard try AtomicFile.checkDirectory(dir, create: false) else { return nil }
         let path = Paths.encryptedFile(in: dir, for: profile)
-        guard let file = try readEncrypted(path, profile) else { return nil }
-        return try decrypt(file, path: path, profile: profile)
+        var st = stat()
+        guard let file = try readEncrypted(path, profile, stat: &st) else { return nil }
+        let secret = try decrypt(file, path: path, profile: profile)
+        version = Self.version(of: st)
+        return secret
     }
 
     /// The profile's encrypted file as `AtomicFile.read` checks it; one too large to be ours says
     /// how to remove it for this profile.
     private func readEncrypted(_ path: String, _ profile: Profile) throws -> [UInt8]? {
+        var ignored = stat()
+        return try readEncrypted(path, profile, stat: &ignored)
+    }
+
+    private func readEncrypted(_ path: String, _ profile: Profile, stat st: inout stat) throws -> [UInt8]? {
         do {
-            return try AtomicFile.read(path, maxBytes: AgeFileStore.maxFileBytes)
+            return try AtomicFile.read(path, maxBytes: AgeFileStore.maxFileBytes, stat: &st)
         } catch CredentialError.storeCorrupt {
             throw CredentialError.storeCorrupt(
                 "\(path) is larger than any credential file (over \(AgeFileStore.maxFileBytes) bytes); \(profile.removeDamagedHint)")
@@ -145,7 +159,11 @@ public final class AgeFileStore: CredentialStore {
             if errno == ENOENT || errno == ENOTDIR { return nil }
             throw CredentialError.storeFailure("cannot access \(Paths.encryptedFile(in: dir, for: profile)): \(FileSystem.errorText())")
         }
-        return Array("\(st.st_dev):\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)".utf8)
+        return Self.version(of: st)
+    }
+
+    private static func version(of st: stat) -> [UInt8] {
+        Array("\(st.st_dev):\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)".utf8)
     }
 
     private final class ReservedWrite: PreparedWrite {
@@ -200,9 +218,7 @@ public final class AgeFileStore: CredentialStore {
         defer { closedir(d) }
         var names: [String] = []
         while let entry = readdir(d) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
+            let name = FileSystem.entryName(entry)
             guard name.hasSuffix(".age") else { continue }
             let stem = String(name.dropLast(4))
             if Profile.isValid(stem) { names.append(stem) }

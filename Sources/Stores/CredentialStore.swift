@@ -16,6 +16,10 @@ public protocol CredentialStore: AnyObject {
     /// The stored secret (in guarded memory), or nil when this store holds nothing for the
     /// profile. A locked keyring throws `keyringLocked`; it is never reported as nil.
     func read(_ profile: Profile) throws -> SecretBytes?
+    /// `read`, and in `version` the version of exactly the bytes returned (what `version` would
+    /// have said at that moment; nil with nil): one read, so a writer that slips in after it is
+    /// seen by the next check instead of being taken for what was read (man page, THE ONE OWNER).
+    func read(_ profile: Profile, version: inout [UInt8]?) throws -> SecretBytes?
     /// Every profile this store holds something for.
     func profiles() throws -> [String]
     /// An opaque value that changes whenever the profile's stored secret changes, or nil when
@@ -70,6 +74,13 @@ extension CredentialStore {
     public func load(_ profile: Profile) throws -> TokenDocument? {
         guard let bytes = try read(profile) else { return nil }
         return try TokenDocument.parse(bytes, origin: location(for: profile), profile: profile)
+    }
+
+    /// `load`, with the version of the bytes the document was parsed from.
+    public func loadVersioned(_ profile: Profile) throws -> (document: TokenDocument, version: [UInt8])? {
+        var version: [UInt8]?
+        guard let bytes = try read(profile, version: &version), let version else { return nil }
+        return (try TokenDocument.parse(bytes, origin: location(for: profile), profile: profile), version)
     }
 }
 

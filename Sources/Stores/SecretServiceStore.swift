@@ -205,8 +205,16 @@ public final class SecretServiceStore: CredentialStore {
 
     /// SHA-256 of the stored secret (one SearchItems and one GetSecrets).
     public func version(_ profile: Profile) throws -> [UInt8]? {
+        var version: [UInt8]?
+        _ = try read(profile, version: &version)
+        return version
+    }
+
+    public func read(_ profile: Profile, version: inout [UInt8]?) throws -> SecretBytes? {
+        version = nil
         guard let secret = try read(profile) else { return nil }
-        return secret.withUnsafeBytes { Sodium.sha256($0) }
+        version = secret.withUnsafeBytes { Sodium.sha256($0) }
+        return secret
     }
 
     private final class DirectWrite: PreparedWrite {

@@ -18,10 +18,19 @@ public enum SecretServiceAvailability: Equatable, Sendable {
 public struct LocatedCredential {
     public let store: CredentialStore
     public var document: TokenDocument
+    /// The store's version of the very bytes `document` was parsed from (nil: not read from the
+    /// store as it is, e.g. a document this process made).
+    public let version: [UInt8]?
 
-    public init(store: CredentialStore, document: TokenDocument) {
+    public init(store: CredentialStore, document: TokenDocument, version: [UInt8]? = nil) {
         self.store = store
         self.document = document
+        self.version = version
+    }
+
+    /// `store`'s copy, read once: the document and the version of its bytes.
+    public static func read(_ profile: Profile, from store: CredentialStore) throws -> LocatedCredential? {
+        try store.loadVersioned(profile).map { LocatedCredential(store: store, document: $0.document, version: $0.version) }
     }
 }
 
@@ -58,15 +67,15 @@ public final class StoreSelector {
     public func locate(_ profile: Profile) throws -> LocatedCredential? {
         switch choice {
         case .secretService:
-            return try secretService.load(profile).map { LocatedCredential(store: secretService, document: $0) }
+            return try LocatedCredential.read(profile, from: secretService)
         case .file:
-            return try file.load(profile).map { LocatedCredential(store: file, document: $0) }
+            return try LocatedCredential.read(profile, from: file)
         case .auto:
             if fileHolds(profile) {
-                return try file.load(profile).map { LocatedCredential(store: file, document: $0) }
+                return try LocatedCredential.read(profile, from: file)
             }
             do {
-                return try secretService.load(profile).map { LocatedCredential(store: secretService, document: $0) }
+                return try LocatedCredential.read(profile, from: secretService)
             } catch CredentialError.storeUnavailable(let why) {
                 throw CredentialError.notFoundKeyringUnreachable(profile: profile.name, keyring: Self.withoutAdvice(why),
                                                                  file: file.location(for: profile))

@@ -15,7 +15,14 @@ public enum AtomicFile {
     /// (unless `followSymlinks`), anything but a regular file, a file group/others may access, and
     /// a file longer than `maxBytes`. For contents that are not secret (age ciphertext).
     public static func read(_ path: String, maxBytes: Int, followSymlinks: Bool = false) throws -> [UInt8]? {
-        try read(path, maxBytes: maxBytes, followSymlinks: followSymlinks) { size in
+        var ignored = stat()
+        return try read(path, maxBytes: maxBytes, followSymlinks: followSymlinks, stat: &ignored)
+    }
+
+    /// `read`, and the `fstat` of the very descriptor the contents came from in `st` (what a
+    /// version of those bytes is made of: man page, THE ONE OWNER).
+    public static func read(_ path: String, maxBytes: Int, followSymlinks: Bool = false, stat st: inout stat) throws -> [UInt8]? {
+        try read(path, maxBytes: maxBytes, followSymlinks: followSymlinks, stat: &st) { size in
             var bytes: [UInt8] = []
             bytes.reserveCapacity(size)
             return bytes
@@ -25,13 +32,14 @@ public enum AtomicFile {
     /// `read` for a file that holds a secret (the age identity, a passphrase): the contents go
     /// straight into `SecretBytes`, with no copy outside it.
     public static func readSecret(_ path: String, maxBytes: Int, followSymlinks: Bool = false) throws -> SecretBytes? {
-        try read(path, maxBytes: maxBytes, followSymlinks: followSymlinks) { SecretBytes(capacity: $0) }
+        var ignored = stat()
+        return try read(path, maxBytes: maxBytes, followSymlinks: followSymlinks, stat: &ignored) { SecretBytes(capacity: $0) }
     }
 
     /// Opens and checks the file, then reads it into the buffer `make` returns for the size fstat
     /// gave (plus one byte, so the end of file is seen without growing).
     private static func read<B: ReadBuffer & ~Copyable>(_ path: String, maxBytes: Int, followSymlinks: Bool,
-                                                        buffer make: (Int) -> B) throws -> B? {
+                                                        stat st: inout stat, buffer make: (Int) -> B) throws -> B? {
         var flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK
         if !followSymlinks { flags |= O_NOFOLLOW }
         let fd = open(path, flags)
@@ -42,7 +50,6 @@ public enum AtomicFile {
             throw CredentialError.storeFailure("cannot open \(path): \(FileSystem.errorText(e))")
         }
         defer { close(fd) }
-        var st = stat()
         guard fstat(fd, &st) == 0 else { throw CredentialError.storeFailure("cannot stat \(path): \(FileSystem.errorText())") }
         guard st.st_mode & S_IFMT == S_IFREG else { throw CredentialError.storeFailure("\(path) is not a regular file; remove it") }
         // Another user's file is not ours to trust, whatever its mode (a symlink target of the
@@ -249,9 +256,7 @@ public enum AtomicFile {
         guard let d = opendir(dir) else { return }
         defer { closedir(d) }
         while let entry = readdir(d) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
+            let name = FileSystem.entryName(entry)
             guard let pid = tempWriterPID(name, base: base) else { continue }
             guard kill(pid, 0) != 0 && errno == ESRCH else { continue }
             var st = stat()

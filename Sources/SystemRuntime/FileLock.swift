@@ -37,6 +37,76 @@ public final class FileLock {
         return FileLock(fd: fd, path: path)
     }
 
+    /// What opening the file store's lock found (`openBesideStore`).
+    public enum StoreLock {
+        case opened(FileLock)
+        /// The store's directory does not exist (and was not to be made): nothing is stored there.
+        case noDirectory
+        /// The lock file is not there and cannot be made (a read-only mount, a directory this
+        /// process cannot write): `reason` is the system's word for it.
+        case cannotCreate(directory: String, reason: String)
+    }
+
+    /// The file store's lock (man page FILES): `NAME.lock` in the real directory of the encrypted
+    /// file, found from the directory itself — its real path, its inode — never from the uid, so
+    /// every process that can change the file, in any user namespace and through any bind mount
+    /// of the directory, locks the same file. `create`: make the store's directory (0700) when
+    /// missing, as the store would. The directory must be a directory of this user (as this process
+    /// sees it) that nobody else can write; the lock file a regular file of this user, never
+    /// followed. An existing lock file is opened read-only where it cannot be written (flock(2)
+    /// does not need write access), so a read-only mount of the directory still shares the lock.
+    public static func openBesideStore(directory: String, name: String, create: Bool) throws -> StoreLock {
+        var real = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        if realpath(directory, &real) == nil {
+            guard errno == ENOENT else {
+                throw CredentialError.storeFailure("cannot resolve \(directory): \(FileSystem.errorText(errno))")
+            }
+            guard create, (try? AtomicFile.checkDirectory(directory, create: true)) == true,
+                  realpath(directory, &real) != nil else { return .noDirectory }
+        }
+        let dir = String(cString: real)
+        let dirFD = Glibc.open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dirFD >= 0 else {
+            throw CredentialError.storeFailure("cannot open \(dir): \(FileSystem.errorText(errno))")
+        }
+        defer { close(dirFD) }
+        var st = stat()
+        guard fstat(dirFD, &st) == 0 else {
+            throw CredentialError.storeFailure("cannot stat \(dir): \(FileSystem.errorText(errno))")
+        }
+        guard st.st_uid == geteuid() else {
+            throw CredentialError.storeFailure(
+                "\(dir)/ belongs to another user (uid \(st.st_uid)); refusing to use it: remove it, or run as its owner")
+        }
+        // Whoever else may write the directory could swap the lock file.
+        guard st.st_mode & 0o022 == 0 else { throw CredentialError.permissionsTooOpen(path: dir + "/") }
+        let path = dir + "/" + name
+        // A directory its owner made read-only is left as it is (root would otherwise write it).
+        let writable = st.st_mode & 0o200 != 0
+        var fd: Int32 = -1
+        var why = EACCES
+        if writable {
+            fd = openat(dirFD, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0o600)
+            if fd < 0 { why = errno }
+        }
+        if fd < 0 {
+            guard why == EACCES || why == EROFS || why == EPERM || why == EDQUOT || why == ENOSPC else {
+                throw CredentialError.storeFailure("cannot open the lock file \(path): \(FileSystem.errorText(why))")
+            }
+            fd = openat(dirFD, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+            if fd < 0 {
+                if errno == ENOENT { return .cannotCreate(directory: dir, reason: FileSystem.errorText(why)) }
+                throw CredentialError.storeFailure("cannot open the lock file \(path): \(FileSystem.errorText(errno))")
+            }
+        }
+        var lst = stat()
+        guard fstat(fd, &lst) == 0, lst.st_mode & S_IFMT == S_IFREG, lst.st_uid == geteuid() else {
+            close(fd)
+            throw CredentialError.storeFailure("the lock file \(path) is not a regular file of this user; remove it")
+        }
+        return .opened(FileLock(fd: fd, path: path))
+    }
+
     /// Opens the lock file and waits up to `timeout` seconds for the exclusive lock.
     public static func acquire(path: String, profile: Profile, timeout: Double) throws -> FileLock {
         let lock = try open(path: path)

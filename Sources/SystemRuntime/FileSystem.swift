@@ -37,6 +37,14 @@ public enum FileSystem {
         return st.st_mode & S_IFMT == (directory ? S_IFDIR : S_IFREG) && st.st_uid == geteuid() && st.st_mode & 0o077 == 0
     }
 
+    /// The name of a directory entry `readdir(3)` returned, read where it lies. Never
+    /// `entry.pointee.d_name`: that copies the declared 256 bytes, past the end of a shorter
+    /// record, which faults when the record ends at the end of readdir's buffer and a page.
+    public static func entryName(_ entry: UnsafeMutablePointer<dirent>) -> String {
+        let offset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+        return String(cString: (UnsafeRawPointer(entry) + offset).assumingMemoryBound(to: CChar.self))
+    }
+
     /// strerror text for `code` (by default the current errno).
     public static func errorText(_ code: Int32 = errno) -> String { String(cString: strerror(code)) }
 

@@ -211,3 +211,199 @@ final class CannedBroker: @unchecked Sendable {
         }
     }
 }
+
+/// A listener that accepts nobody until the test does, its backlog (0: one pending connection
+/// on Linux) filled by connections that are never read: what a client meets when a broker is
+/// busy. A UNIX socket's non-blocking connect says EAGAIN then.
+final class FullBacklog: @unchecked Sendable {
+    let directory: String
+    var path: String { directory + "/broker.sock" }
+    let listener: Int32
+    private(set) var fillers: [Int32] = []
+
+    init() throws {
+        var template = Array("/tmp/ccred-backlog-XXXXXX".utf8CString)
+        directory = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var sa = Self.address(directory + "/broker.sock")
+        let rc = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        guard rc == 0, listen(listener, 0) == 0 else { throw CredentialError.failure("bind/listen: \(errno)") }
+        while fillers.count < 64 {
+            let f = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            let r = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(f, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+            if r == 0 { fillers.append(f); continue }
+            let code = errno
+            close(f)
+            guard code == EAGAIN else { throw CredentialError.failure("filling the backlog: errno \(code)") }
+            break
+        }
+        guard !fillers.isEmpty, fillers.count < 64 else { throw CredentialError.failure("the backlog did not fill (\(fillers.count) connections)") }
+    }
+
+    static func address(_ path: String) -> sockaddr_un {
+        var sa = sockaddr_un()
+        sa.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &sa.sun_path) { dst in for (i, b) in path.utf8.enumerated() { dst[i] = b } }
+        return sa
+    }
+
+    /// Accepts the filling connections (closing them), then the next one, which it answers with
+    /// `reply` once its request head is in. False when no connection came within 10 s.
+    func acceptAndAnswer(_ reply: [UInt8]) -> Bool {
+        for _ in fillers {
+            let c = accept(listener, nil, nil)
+            if c >= 0 { close(c) }
+        }
+        var p = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        guard poll(&p, 1, 10_000) == 1 else { return false }
+        let c = accept(listener, nil, nil)
+        guard c >= 0 else { return false }
+        defer { close(c) }
+        var got: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 4096)
+        while !got.suffix(4).elementsEqual([13, 10, 13, 10]) {
+            let n = read(c, &buf, buf.count)
+            if n <= 0 { return false }
+            got += buf[0..<n]
+        }
+        _ = reply.withUnsafeBytes { write(c, $0.baseAddress, $0.count) }
+        return true
+    }
+
+    func finish() {
+        for f in fillers { close(f) }
+        fillers = []
+        close(listener)
+        unlink(path)
+        rmdir(directory)
+    }
+}
+
+/// What a client thread ended with: the answer's `ok` member, or its error's exit code and message.
+final class ClientOutcome: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: String?
+    var text: String? { lock.withLock { value } }
+    func set(_ s: String) { lock.withLock { value = s } }
+}
+
+@Suite struct BrokerClientBacklogTests {
+    /// A full backlog is waited on within the 10 s deadline (man page BROKER, Client mode): the
+    /// client is still waiting half a second after it started (it used to fail at once, "Transport
+    /// endpoint is not connected", exit 4), and is answered once the broker accepts.
+    @Test func aFullBacklogIsWaitedOnUntilTheBrokerAccepts() throws {
+        let backlog = try FullBacklog()
+        defer { backlog.finish() }
+        let finished = DispatchSemaphore(value: 0)
+        let outcome = ClientOutcome()
+        let address = BrokerAddress(path: backlog.path)
+        Thread.detachNewThread {
+            do {
+                let v = try BrokerClient(address: address).json(BrokerProtocol.healthPath)
+                outcome.set("exit 0, ok=\(v["ok"]?.boolValue.map(String.init) ?? "?")")
+            } catch let e as CredentialError {
+                outcome.set("exit \(e.exitCode): \(e.message)")
+            } catch {
+                outcome.set("\(error)")
+            }
+            finished.signal()
+        }
+        #expect(finished.wait(timeout: .now() + 0.5) == .timedOut,
+                "the client did not wait for a full backlog (expected it still waiting, to exit 0 once accepted): \(outcome.text ?? "")")
+        #expect(backlog.acceptAndAnswer(CannedBroker.http(200, #"{"ok":true}"#)), "the client never connected")
+        #expect(finished.wait(timeout: .now() + 10) == .success)
+        #expect(outcome.text == "exit 0, ok=true", "expected exit 0 once the broker accepted: \(outcome.text ?? "")")
+    }
+
+    /// Nobody accepts: exit 4, "broker not answering", at the deadline, not before (the deadline
+    /// is the client's `timeout`, 10 s unless told).
+    @Test func aBacklogThatStaysFullIsExit4AtTheDeadline() throws {
+        let backlog = try FullBacklog()
+        defer { backlog.finish() }
+        let start = Clock.monotonicMillis()
+        do {
+            _ = try BrokerClient(address: BrokerAddress(path: backlog.path), timeout: 1).get(BrokerProtocol.healthPath)
+            Issue.record("expected exit 4, but it answered")
+        } catch let e as CredentialError {
+            #expect(e.exitCode == 4 && e.message.contains("broker not answering") && e.message.contains("within 1 s"), "expected exit 4: \(e.exitCode) \(e.message)")
+        }
+        let took = Clock.monotonicMillis() - start
+        #expect(took >= 950 && took < 3000, "expected exit 4 at the 1 s deadline; took \(took) ms")
+    }
+}
+
+/// The socket's directory decides (man page BROKER, Client mode): one that another user can
+/// write is refused, exit 5, before any connection is made.
+@Suite struct BrokerClientDirectoryTests {
+    /// A listening socket (never accepting) at `directory/broker.sock`; the directory is made
+    /// with mkdtemp (0700, ours) and then given `mode`.
+    final class Listener {
+        let directory: String
+        let fd: Int32
+        var path: String { directory + "/broker.sock" }
+        init(mode: mode_t, owner: uid_t? = nil) throws {
+            var template = Array("/tmp/ccred-bdir-XXXXXX".utf8CString)
+            directory = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            var sa = FullBacklog.address(directory + "/broker.sock")
+            let rc = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+            guard rc == 0, listen(fd, 8) == 0 else { throw CredentialError.failure("bind/listen: \(errno)") }
+            if let owner { guard chown(directory, owner, owner) == 0 else { throw CredentialError.failure("chown: \(errno)") } }
+            guard chmod(directory, mode) == 0 else { throw CredentialError.failure("chmod: \(errno)") }
+        }
+        /// Whether a connection is waiting to be accepted: the client got as far as connect.
+        var connected: Bool {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            return poll(&p, 1, 0) == 1
+        }
+        deinit {
+            close(fd)
+            unlink(path)
+            rmdir(directory)
+        }
+    }
+
+    func outcome(_ path: String) -> CredentialError? {
+        do { _ = try BrokerClient(address: BrokerAddress(path: path), timeout: 0.2).get(BrokerProtocol.healthPath); return nil } catch let e as CredentialError { return e } catch { return .failure("\(error)") }
+    }
+
+    @Test(arguments: [mode_t(0o1777), 0o777, 0o770, 0o730, 0o702])
+    func aDirectoryOthersCanWriteIsRefusedWithExit5BeforeConnecting(_ mode: mode_t) throws {
+        let l = try Listener(mode: mode)
+        let e = outcome(l.path)
+        #expect(e?.exitCode == 5 && e?.message.contains("its directory \(l.directory) is writable by") == true,
+                "mode \(String(mode, radix: 8)): expected exit 5: \(e?.exitCode ?? 0) \(e?.message ?? "answered")")
+        #expect(!l.connected, "mode \(String(mode, radix: 8)): it connected before refusing")
+        #expect(e.map { !$0.message.contains("\n") } ?? true)
+    }
+
+    @Test func tmpItselfIsRefusedWithExit5() {
+        let e = outcome("/tmp/ccred-squatted-\(getpid()).sock")
+        #expect(e?.exitCode == 5 && e?.message.contains("its directory /tmp is writable by others (mode 1777)") == true, "expected exit 5: \(e?.message ?? "answered")")
+    }
+
+    /// The real directory is judged: a link to /tmp inside a directory of ours is still /tmp.
+    @Test func aSymbolicLinkToTmpIsJudgedAsTmp() throws {
+        let l = try Listener(mode: 0o700)
+        #expect(symlink("/tmp", l.directory + "/tmp-link") == 0)
+        defer { unlink(l.directory + "/tmp-link") }
+        let e = outcome(l.directory + "/tmp-link/ccred-squatted.sock")
+        #expect(e?.exitCode == 5 && e?.message.contains("(/tmp) is writable by others") == true, "expected exit 5: \(e?.message ?? "answered")")
+    }
+
+    @Test(.enabled(if: geteuid() == 0)) func aDirectoryOfAnotherUserIsRefusedWithExit5() throws {
+        let l = try Listener(mode: 0o755, owner: 4321)
+        let e = outcome(l.path)
+        #expect(e?.exitCode == 5 && e?.message.contains("belongs to uid 4321") == true, "expected exit 5: \(e?.message ?? "answered")")
+        #expect(!l.connected)
+    }
+
+    /// A directory of our own, 0700 or 0755 (a socket bound into a container): asked.
+    @Test(arguments: [mode_t(0o700), 0o755, 0o750, 0o1755])
+    func aDirectoryOfOurOwnIsAsked(_ mode: mode_t) throws {
+        let l = try Listener(mode: mode)
+        let e = outcome(l.path)
+        #expect(e?.exitCode == 4 && e?.message.contains("no answer within") == true, "mode \(String(mode, radix: 8)): expected exit 4 (asked, no answer): \(e?.message ?? "answered")")
+        #expect(l.connected, "mode \(String(mode, radix: 8)): it did not connect")
+    }
+}

@@ -124,6 +124,14 @@ import Transport
             #expect(BrokerProtocol.status(forExitCode: code) == status)
             #expect(BrokerProtocol.exitCode(forStatus: status) == code)
         }
+        // One table for the broker and its client (man page BROKER, Client mode): every status
+        // either side can meet gives the same exit code on both.
+        for (status, code) in [(200, Int32(0)), (400, 2), (401, 3), (403, 5), (404, 1), (405, 1), (500, 1), (502, 4), (503, 5), (418, 1)] {
+            #expect(BrokerProtocol.exitCode(forStatus: status) == code, "HTTP \(status): expected exit \(code)")
+            if status != 200 {
+                #expect(CredentialError.brokerAnswered(status: status, message: "", broker: "unix:/b").exitCode == code, "HTTP \(status): expected exit \(code)")
+            }
+        }
         #expect(BrokerProtocol.errorCode(forStatus: 401) == "login_required")
         #expect(BrokerProtocol.errorCode(forStatus: 403) == "peer_refused")
     }

@@ -21,6 +21,8 @@ import Testing
     }()
 
     static let manPage = repoRoot + "/man/chatgpt-credential.1"
+    /// The concepts page: stores, the one owner, refresh, the access cache (man page DESCRIPTION).
+    static let conceptsPage = repoRoot + "/man/chatgpt-credential.7"
     static let bashCompletion = repoRoot + "/completions/chatgpt-credential.bash"
     static let zshCompletion = repoRoot + "/completions/_chatgpt-credential"
     static let fishCompletion = repoRoot + "/completions/chatgpt-credential.fish"
@@ -84,14 +86,21 @@ import Testing
         for section in Self.manSectionOrder {
             #expect(lines.contains(".Sh \(section)"), "man page lacks section \(section)")
         }
+        let concepts = try Self.read(Self.conceptsPage).split(separator: "\n").map(String.init)
+        for section in Self.conceptSectionOrder {
+            #expect(concepts.contains(".Sh \(section)"), "chatgpt-credential(7) lacks section \(section)")
+        }
     }
 
     /// The sections in the order people look things up (issue 23, item 7): what it is, a quick
     /// start, the verbs, the topics, then the reference sections. Sections not listed (one a
     /// feature adds) may stand anywhere; these keep their relative order.
-    static let manSectionOrder = ["NAME", "SYNOPSIS", "DESCRIPTION", "QUICK START", "VERBS", "STORES", "REFRESH",
-                                  "ACCESS CACHE", "PROTOCOLS", "ENVIRONMENT", "FILES", "EXIT STATUS", "EXAMPLES",
-                                  "SEE ALSO", "SECURITY"]
+    /// chatgpt-credential(1) is the command line; chatgpt-credential(7) how a sign-in is kept (the
+    /// topics), its SECURITY last.
+    static let manSectionOrder = ["NAME", "SYNOPSIS", "DESCRIPTION", "QUICK START", "VERBS",
+                                  "PROTOCOLS", "ENVIRONMENT", "FILES", "EXIT STATUS", "EXAMPLES",
+                                  "SEE ALSO", "STANDARDS"]
+    static let conceptSectionOrder = ["NAME", "DESCRIPTION", "STORES", "REFRESH", "ACCESS CACHE", "SEE ALSO", "SECURITY"]
 
     @Test func manPageSectionsComeInLookUpOrder() throws {
         let headings = try Self.read(Self.manPage).split(separator: "\n").map(String.init)
@@ -102,16 +111,23 @@ import Testing
         #expect(found == found.sorted(), "man page sections out of order: \(headings)")
         #expect(headings.prefix(4) == ["NAME", "SYNOPSIS", "DESCRIPTION", "QUICK START"],
                 "QUICK START must follow DESCRIPTION at once: \(headings)")
-        #expect(headings.last == "SECURITY", "SECURITY must close the man page: \(headings)")
+        #expect(headings.last == "STANDARDS", "STANDARDS must close chatgpt-credential(1): \(headings)")
         #expect(!headings.contains("CHOICES") && !headings.contains("SECURITY CONSIDERATIONS"))
+        let concepts = try Self.read(Self.conceptsPage).split(separator: "\n").map(String.init)
+            .filter { $0.hasPrefix(".Sh ") }.map { String($0.dropFirst(4)) }
+        let at = Self.conceptSectionOrder.compactMap { concepts.firstIndex(of: $0) }
+        #expect(at.count == Self.conceptSectionOrder.count && at == at.sorted(), "chatgpt-credential(7) sections: \(concepts)")
+        #expect(concepts.last == "SECURITY", "SECURITY must close chatgpt-credential(7): \(concepts)")
     }
 
     /// The man page is read by people who have only the repository and the installed package:
     /// it names no document outside them, and its first screenful gets a newcomer started.
     @Test func manPageIsSelfContainedAndStartsQuickly() throws {
-        let man = try Self.read(Self.manPage)
-        #expect(!man.contains("SPEC"), "the man page mentions SPEC")
-        #expect(!man.contains("shared/"), "the man page mentions shared/")
+        for page in [Self.manPage, Self.conceptsPage] {
+            let man = try Self.read(page)
+            #expect(!man.contains("SPEC"), "\(page) mentions SPEC")
+            #expect(!man.contains("shared/"), "\(page) mentions shared/")
+        }
         var others = [Self.readme: try Self.read(Self.readme), "--help": CommandLineSpec.mainHelp()]
         for path in [Self.bashCompletion, Self.zshCompletion, Self.fishCompletion] { others[path] = try Self.read(path) }
         for verb in CommandLineSpec.verbs { others["\(verb.name) --help"] = CommandLineSpec.verbHelp(verb) }
@@ -126,8 +142,12 @@ import Testing
         let verbs = text.firstIndex { $0 == "VERBS" }
         #expect(quick != nil && verbs != nil && quick! < verbs!, "QUICK START must come before VERBS")
         #expect((quick ?? .max) < 120, "QUICK START starts at rendered line \(quick ?? -1), not within the first 120")
-        // 1,435 lines before the reordering; the BROKER section (server and client mode) adds ~180.
-        #expect(text.count < 900, "the man page renders to \(text.count) lines at 80 columns")
+        // 1,435 lines before the reordering; 914 before the topics moved to chatgpt-credential(7).
+        #expect(text.count < 800, "the man page renders to \(text.count) lines at 80 columns")
+        let concepts = Self.run(mandoc, ["-T", "ascii", "-O", "width=80", Self.conceptsPage])
+        #expect(concepts.status == 0)
+        let conceptLines = concepts.stdout.split(separator: "\n", omittingEmptySubsequences: false).count
+        #expect(conceptLines < 500, "chatgpt-credential(7) renders to \(conceptLines) lines at 80 columns")
         for needle in ["chatgpt-credential login", "ChatGPT-Account-ID: $(chatgpt-credential get --account-id)",
                        "chatgpt-credential status", "chatgpt-credential usage", "chatgpt-credential erase",
                        "credential.https://chatgpt.com.helper chatgpt", "credHelpers"] {
@@ -139,8 +159,9 @@ import Testing
     @Test func manPageRendersItsTopics() throws {
         guard let mandoc = Self.which("mandoc") else { return } // CI installs mandoc
         let r = Self.run(mandoc, ["-T", "ascii", Self.manPage])
-        #expect(r.status == 0)
-        let text = Self.stripOverstrike(r.stdout)
+        let r7 = Self.run(mandoc, ["-T", "ascii", Self.conceptsPage])
+        #expect(r.status == 0 && r7.status == 0)
+        let text = Self.stripOverstrike(r.stdout) + Self.stripOverstrike(r7.stdout)
         for needle in ["credential.https://chatgpt.com.helper chatgpt", "!chatgpt-credential --protocol git",
                        "\"credHelpers\": { \"chatgpt.com\": \"chatgpt\" }", "credentials not found in native keychain",
                        "max(300, --min-ttl)", "NAME.lock", "NAME.age", "CHATGPT_CREDENTIAL_ISSUER",
@@ -161,7 +182,7 @@ import Testing
 
     @Test func manPageLintsClean() throws {
         guard let mandoc = Self.which("mandoc") else { return } // CI installs mandoc
-        let r = Self.run(mandoc, ["-Tlint", "-Wwarning", Self.manPage])
+        let r = Self.run(mandoc, ["-Tlint", "-Wwarning", Self.manPage, Self.conceptsPage])
         #expect(r.status == 0, "mandoc -Tlint -Wwarning exit \(r.status)")
         #expect(r.stdout.isEmpty && r.stderr.isEmpty, "mandoc lint output:\n\(r.stdout)\(r.stderr)")
     }

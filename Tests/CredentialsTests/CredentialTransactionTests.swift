@@ -51,14 +51,32 @@ import TestSupport
     @Test func anErrorAskingTheVersionIsAnError() throws {
         let w = OwnerWorld()
         let seeded = try w.seed(expiresIn: 3600)
-        var calls = 0
-        w.file.beforeVersion = {
-            calls += 1
-            if calls == 2 { throw CredentialError.storeNotAnswering("the test keyring did not answer") }
-        }
+        // The read under the lock gives the version of its bytes, so the first look at the
+        // version is the write's check.
+        w.file.beforeVersion = { throw CredentialError.storeNotAnswering("the test keyring did not answer") }
         #expect(throws: CredentialError.storeNotAnswering("the test keyring did not answer")) {
             try w.owner(ScriptedRefresher([])).dropAccessToken { $0 == seeded.accessToken }
         }
         #expect(try w.stored()?.accessToken == seeded.accessToken)
+    }
+
+    /// What was read is what is checked (man page, THE ONE OWNER): a program that ignores the lock
+    /// replaces the copy right after the owner read it under the lock, before anything asked its
+    /// version. The rotation is not written over that copy (the old code took the newer version
+    /// for the one it had read, and overwrote it).
+    @Test func aWriterAfterTheReadIsNeverTakenForWhatWasRead() throws {
+        let w = OwnerWorld()
+        try w.seed(expiresIn: 100)
+        var other = try #require(try w.stored())
+        other.refreshToken = "rt-other"
+        var acted = false
+        w.file.beforeVersion = {
+            guard !acted else { return }
+            acted = true
+            try w.file.save(other, for: w.profile)
+        }
+        _ = try? w.owner(ScriptedRefresher([rotation(expiresIn: 3600)])).fresh(Freshness())
+        #expect(acted)
+        #expect(try w.stored()?.refreshToken == "rt-other")
     }
 }

@@ -279,12 +279,73 @@ import Glibc
         #expect(s.run(["get"], env: ["CHATGPT_CREDENTIAL_BROKER": ""]).stdout == host.tokens.accessToken + "\n")
     }
 
+    /// A broker whose listen backlog is full (man page BROKER, Client mode): the client process
+    /// waits within its 10 s deadline, and prints the token once the broker accepts. It used to
+    /// fail at once: exit 4, "Transport endpoint is not connected", in 0.03 s.
+    @Test func aFullBacklogIsWaitedOnByTheClientProcess() throws {
+        var template = Array("/tmp/ccred-bbacklog-XXXXXX".utf8CString)
+        let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        let path = dir + "/broker.sock"
+        defer { unlink(path); rmdir(dir) }
+        let listener = try Self.bindUnixSocket(path)
+        defer { close(listener) }
+        #expect(listen(listener, 0) == 0)
+        // Fill the backlog: non-blocking connects until one says EAGAIN.
+        var fillers: [Int32] = []
+        defer { fillers.forEach { close($0) } }
+        var sa = sockaddr_un()
+        sa.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &sa.sun_path) { dst in for (i, b) in path.utf8.enumerated() { dst[i] = b } }
+        while fillers.count < 64 {
+            let f = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            let r = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(f, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+            if r == 0 { fillers.append(f); continue }
+            let code = errno
+            close(f)
+            try #require(code == EAGAIN, "filling the backlog: errno \(code)")
+            break
+        }
+        try #require(!fillers.isEmpty && fillers.count < 64, "the backlog did not fill")
+
+        let client = try Background(Harness.binary, ["--broker", "unix:" + path, "get"], env: ["PATH": "/usr/bin:/bin", "SWIFT_BACKTRACE": "enable=no"])
+        // Half a second with the backlog full: still waiting, not failed.
+        let watch = Date().addingTimeInterval(0.5)
+        while client.process.isRunning && Date() < watch { usleep(5_000) }
+        #expect(client.process.isRunning, "the client did not wait for a full backlog (expected it still running, then exit 0)")
+
+        // Now the broker accepts: the fillers, then the client, which it answers.
+        for _ in fillers {
+            let c = accept(listener, nil, nil)
+            if c >= 0 { close(c) }
+        }
+        var p = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        if client.process.isRunning, poll(&p, 1, 10_000) == 1 {
+            let c = accept(listener, nil, nil)
+            var got: [UInt8] = []
+            var buf = [UInt8](repeating: 0, count: 4096)
+            while !got.suffix(4).elementsEqual([13, 10, 13, 10]) {
+                let n = read(c, &buf, buf.count)
+                if n <= 0 { break }
+                got += buf[0..<n]
+            }
+            let expires = ISO8601DateFormatter().string(from: Date().addingTimeInterval(3600))
+            let body = #"{"access_token":"eyJ.backlog-token","account_id":"acct-1","expires_at":"\#(expires)","email":"a@example.com","plan":"plus"}"#
+            let reply = Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
+            _ = reply.withUnsafeBytes { write(c, $0.baseAddress, $0.count) }
+            close(c)
+        }
+        let r = client.finish(timeout: 15)
+        #expect(r.status == 0 && r.stdout == "eyJ.backlog-token\n", "expected exit 0 with the token once the broker accepted: \(r.status) \(r.stderr)")
+    }
+
     @Test func theBrokersErrorsKeepTheirExitCodes() throws {
         let host = try Host()
         try host.startBroker()
         defer { host.stopBroker() }
         let notSignedIn = Self.sandboxed(host.socket, ["chatgpt-credential", "--profile", "other", "get"])
-        #expect(notSignedIn.status == 3 && notSignedIn.stderr.contains("sign in where the broker runs"), "\(notSignedIn.stderr)")
+        // The broker's advice is for its side: client mode refuses login (man page BROKER, Client mode).
+        #expect(notSignedIn.status == 3 && notSignedIn.stderr.contains("run on the broker's side: chatgpt-credential --profile other login")
+                && !notSignedIn.stderr.contains("run: chatgpt-credential"), "\(notSignedIn.stderr)")
         let status = Self.sandboxed(host.socket, ["chatgpt-credential", "--profile", "other", "status", "--json"])
         #expect(status.status == 3 && status.stdout.contains("\"signed_in\":false"), "\(status.stdout) \(status.stderr)")
         let dockerList = Self.sandboxed(host.socket, ["docker-credential-chatgpt", "--profile", "other", "list"])

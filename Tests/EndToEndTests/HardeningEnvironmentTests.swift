@@ -190,7 +190,7 @@ import Glibc
         }
         let t = try issuer.seed()
         #expect(s.run(["store"], stdin: t.storeJSON).status == 0)
-        #expect(Hostile.listing(s.dataDir) == (["\(s.profile).age"] + kept).sorted())
+        #expect(Hostile.listing(s.dataDir) == (["\(s.profile).age", "\(s.profile).lock"] + kept).sorted())
         // The identity's directory is swept only when a key is written; the credential's was.
         #expect(Hostile.listing(s.configDir).contains(stale[1]))
     }
@@ -211,7 +211,7 @@ import Glibc
         let t = try issuer.seed()
         let r = s.run(["--profile", "y", "store"], stdin: t.storeJSON)
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(Hostile.listing(s.dataDir) == [inFlight, "\(other).age", "y.age"].sorted())
+        #expect(Hostile.listing(s.dataDir) == [inFlight, "\(other).age", "\(other).lock", "y.age", "y.lock"].sorted())
         #expect(s.run(["--profile", other, "get"]).status == 0)
         for bad in [".y.age.tmp-4000000-x", "-y", ".hidden"] {
             let refused = s.run(["--profile", bad, "store"], stdin: t.storeJSON)
@@ -220,7 +220,7 @@ import Glibc
             let fromEnv = s.run(["get"], env: ["CHATGPT_CREDENTIAL_PROFILE": bad])
             #expect(fromEnv.status == 2 && Hostile.isOneLine(fromEnv.stderr), "\(bad) from the environment: \(fromEnv.stderr)")
         }
-        #expect(Hostile.listing(s.dataDir) == [inFlight, "\(other).age", "y.age"].sorted())
+        #expect(Hostile.listing(s.dataDir) == [inFlight, "\(other).age", "\(other).lock", "y.age", "y.lock"].sorted())
     }
 
     // MARK: the command line's environment
@@ -313,7 +313,7 @@ import Glibc
         #expect(st.status == 5, "\(st.stderr)")
         #expect(st.stderr.contains(expected))
         #expect(FileManager.default.contents(atPath: s.credentialPath()) == before) // untouched
-        #expect(Hostile.listing(s.dataDir).sorted() == ["\(s.profile).age"])
+        #expect(Hostile.listing(s.dataDir).sorted() == ["\(s.profile).age", "\(s.profile).lock"])
         _ = t
     }
 

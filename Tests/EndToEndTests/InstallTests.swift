@@ -14,6 +14,7 @@ import Glibc
     static let installed: [(path: String, mode: mode_t)] = [
         ("/usr/bin/chatgpt-credential", 0o755),
         ("/usr/share/man/man1/chatgpt-credential.1", 0o644),
+        ("/usr/share/man/man7/chatgpt-credential.7", 0o644),
         ("/usr/share/bash-completion/completions/chatgpt-credential", 0o644),
         ("/usr/share/zsh/site-functions/_chatgpt-credential", 0o644),
         ("/usr/share/fish/vendor_completions.d/chatgpt-credential.fish", 0o644),
@@ -58,6 +59,7 @@ import Glibc
         }
         // The installed files are the repository's, and the binary runs.
         for (installedPath, source) in [("/usr/share/man/man1/chatgpt-credential.1", "man/chatgpt-credential.1"),
+                                        ("/usr/share/man/man7/chatgpt-credential.7", "man/chatgpt-credential.7"),
                                         ("/usr/share/bash-completion/completions/chatgpt-credential", "completions/chatgpt-credential.bash"),
                                         ("/usr/share/zsh/site-functions/_chatgpt-credential", "completions/_chatgpt-credential"),
                                         ("/usr/share/fish/vendor_completions.d/chatgpt-credential.fish", "completions/chatgpt-credential.fish")] {

@@ -133,7 +133,7 @@ import Glibc
         #expect(try issuer.counter("refresh_success") == 1)
         #expect(try issuer.counter("refresh_reused") == 0)
         #expect(s.run(["get"]).stdout == again.stdout)
-        #expect(Hostile.listing(s.dataDir) == ["\(s.profile).age"]) // no reservation left behind
+        #expect(Hostile.listing(s.dataDir) == ["\(s.profile).age", "\(s.profile).lock"]) // no reservation left behind
     }
 
     // MARK: a keyring that dies or stops

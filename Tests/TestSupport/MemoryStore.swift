@@ -30,9 +30,15 @@ public final class MemoryStore: CredentialStore {
     }
 
     public func read(_ profile: Profile) throws -> SecretBytes? {
+        var version: [UInt8]?
+        return try read(profile, version: &version)
+    }
+    public func read(_ profile: Profile, version: inout [UInt8]?) throws -> SecretBytes? {
+        version = nil
         beforeRead()
         try check()
         guard let bytes = items[profile.name] else { return nil }
+        version = Array("\(profile.name):\(writes)".utf8)
         return SecretBytes(copying: bytes)
     }
     @_spi(CredentialOwner) public func write(_ profile: Profile, secret: borrowing SecretBytes) throws {
