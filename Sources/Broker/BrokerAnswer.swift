@@ -81,13 +81,27 @@ package struct BrokerPeer: Sendable, Equatable {
         self.pid = pid; self.uid = uid; self.gid = gid; self.executable = executable
     }
 
-    /// The peer of a connected UNIX socket; nil when the kernel does not say.
-    package static func of(_ fd: Int32) -> BrokerPeer? {
+    /// What `SO_PEERCRED` says of a connected UNIX socket's peer (as it was at connect(2)).
+    package struct Credentials: Sendable, Equatable {
+        package var pid: Int32
+        package var uid: UInt32
+        package var gid: UInt32
+    }
+
+    /// The peer's pid, uid and gid alone (one system call: the check made at accept, before
+    /// anything is read); nil when the kernel does not say.
+    package static func credentials(_ fd: Int32) -> Credentials? {
         // struct ucred { pid_t pid; uid_t uid; gid_t gid; } (Glibc does not export it to Swift).
         var cred: (Int32, UInt32, UInt32) = (0, 0, 0)
         var len = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
         guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0, len == 12 else { return nil }
-        return BrokerPeer(pid: cred.0, uid: cred.1, gid: cred.2, executable: executable(of: cred.0))
+        return Credentials(pid: cred.0, uid: cred.1, gid: cred.2)
+    }
+
+    /// The peer of a connected UNIX socket; nil when the kernel does not say.
+    package static func of(_ fd: Int32) -> BrokerPeer? {
+        guard let c = credentials(fd) else { return nil }
+        return BrokerPeer(pid: c.pid, uid: c.uid, gid: c.gid, executable: executable(of: c.pid))
     }
 
     static func executable(of pid: Int32) -> String {

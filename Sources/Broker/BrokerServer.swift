@@ -6,22 +6,38 @@ import Secrets
 import Glibc
 #endif
 
-/// The broker's server loop (man page BROKER): accepts connections on a listening UNIX socket,
-/// each served by a thread of its own (kept for later connections), checks the peer (`SO_PEERCRED`), reads bounded request heads under
-/// a deadline, asks `handler` for each answer and reports one audit record per answer. It holds
-/// no policy: what an answer says is the handler's (the CLI's, through the one owner).
+/// The broker's server loop (man page BROKER, ARCHITECTURE.md "A broker request"). One thread
+/// polls the listening socket and every open connection (all non-blocking): it checks the peer
+/// (`SO_PEERCRED`) when a connection is accepted, before anything is read, answers a refused
+/// peer 403 at once, reads request heads incrementally under a per-connection deadline and holds
+/// idle kept-alive connections. Only a complete request head goes to a bounded pool of worker
+/// threads, which ask `handler` (it may block on the store or a refresh), write the answer under
+/// a deadline and hand a kept-alive connection back to the loop. So neither a refused user nor
+/// idle or slow connections of an allowed one hold a worker or delay another client. It holds no
+/// policy: what an answer says is the handler's (the CLI's, through the one owner).
 package final class BrokerServer: @unchecked Sendable {
     package struct Settings: Sendable {
         /// Seconds without a connection after which `run` returns; 0: never.
         package var idleExit: Double = 0
         /// Users besides this process's own whose processes may ask.
         package var allowedUIDs: Set<UInt32> = []
-        /// Seconds a client has to send a complete request head (also the keep-alive idle time).
+        /// Seconds a client has to send a complete request head (also the keep-alive idle time),
+        /// and the broker has to write an answer.
         package var requestDeadline: Double = 5
-        /// Connections served at once (one thread each); further ones wait in the listen backlog.
-        package var maxConnections = 128
+        /// Open connections of one uid. A new one beyond it closes that uid's longest-idle
+        /// connection (one waiting for a request, not one being answered); when none is idle the
+        /// new one is answered 503 and closed.
+        package var maxConnectionsPerUID = 256
+        /// Worker threads answering requests at once (made as needed, kept for later requests).
+        package var workers = 16
         /// Requests on one kept-alive connection before the broker closes it.
         package var maxRequestsPerConnection = 10_000
+        /// Refused connections kept for a moment after their answer (to read and drop what the
+        /// client still sends, so it sees the answer rather than a reset), and for how long.
+        package var maxDraining = 64
+        package var drainSeconds: Double = 0.5
+        /// Audit lines for refused connections per second; the rest are counted in one line.
+        package var refusedAuditPerSecond = 10
         package init() {}
     }
 
@@ -31,40 +47,88 @@ package final class BrokerServer: @unchecked Sendable {
     let settings: Settings
     let handler: Handler
     let audit: @Sendable (BrokerAuditRecord) -> Void
+    let notice: @Sendable (String) -> Void
     let ownUID = geteuid()
 
+    /// One open connection of an allowed peer.
+    final class Connection {
+        let fd: Int32
+        let peer: BrokerPeer
+        /// What has arrived of the next request head(s).
+        var buffer: [UInt8] = []
+        var served = 0
+        /// Until when the next head must be complete (monotonic ms).
+        var deadline: Int64 = 0
+        /// When it was last accepted or answered, as a count of such events: who is longest idle.
+        var idleSince: UInt64 = 0
+        /// Given to a worker; not polled by the loop.
+        var busy = false
+        /// Counted in `perUID` (until its last answer is written or it is closed).
+        var counted = true
+        /// A complete head waits until the client has read enough of the earlier answers for the
+        /// next one to be written at once (so a client that does not read holds no worker).
+        var waitingToWrite = false
+        /// What the worker decided once the answer was written.
+        var after: After = .keep
+        enum After { case keep, close, drain }
+        init(fd: Int32, peer: BrokerPeer) { self.fd = fd; self.peer = peer }
+    }
+
     private var mutex = pthread_mutex_t()
-    private var slotFree = pthread_cond_t()
+    private var work = pthread_cond_t()
     private var auditMutex = pthread_mutex_t()
-    /// Connections accepted and not yet finished (queued or being served).
-    private var active = 0
-    /// Accepted connections no thread has taken yet.
-    private var pending: [Int32] = []
+    /// Complete heads waiting for a worker (the loop appends, workers take).
+    private var jobs: [Connection] = []
+    /// Connections a worker has finished with (workers append, the loop takes).
+    private var returned: [Connection] = []
+    private var workerCount = 0
+    /// Counts acceptances and answers (under `mutex`): the order of `Connection.idleSince`.
+    private var events: UInt64 = 0
     private var idleWorkers = 0
     private var stopping = false
-    private var work = pthread_cond_t()
-    private var lastActivity = Clock.monotonicMillis()
     private var stopPipe: [Int32] = [-1, -1]
+    private var wakePipe: [Int32] = [-1, -1]
 
-    /// `audit` is called once per answered request, one call at a time.
-    package init(listenFD: Int32, settings: Settings, handler: @escaping Handler, audit: @escaping @Sendable (BrokerAuditRecord) -> Void) {
+    // The loop's own state (only the loop thread touches it).
+    private var connections: [Int32: Connection] = [:]
+    /// Open connections per uid (under `mutex`: a worker writing a connection's last answer
+    /// stops counting it before the client can see that answer and connect again).
+    private var perUID: [UInt32: Int] = [:]
+    /// Refused or finished connections read and dropped until their deadline (fd → deadline).
+    private var draining: [Int32: Int64] = [:]
+    private var lastActivity = Clock.monotonicMillis()
+    private var auditSecond: Int64 = 0
+    private var auditedThisSecond = 0
+    private var unlogged = 0
+    private var unloggedUIDs: Set<UInt32> = []
+    private var refusals: [UInt32: [UInt8]] = [:]
+
+    /// `audit` is called once per answered request (and refused connection, within the rate),
+    /// one call at a time; `notice` for the summary of refused connections not audited.
+    package init(listenFD: Int32, settings: Settings, handler: @escaping Handler,
+                 audit: @escaping @Sendable (BrokerAuditRecord) -> Void,
+                 notice: @escaping @Sendable (String) -> Void = { _ in }) {
         self.listenFD = listenFD
         self.settings = settings
         self.handler = handler
         self.audit = audit
+        self.notice = notice
         pthread_mutex_init(&mutex, nil)
-        pthread_cond_init(&slotFree, nil)
         pthread_cond_init(&work, nil)
         pthread_mutex_init(&auditMutex, nil)
-        if pipe(&stopPipe) == 0 {
-            for fd in stopPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC); _ = fcntl(fd, F_SETFL, O_NONBLOCK) }
-        } else {
-            stopPipe = [-1, -1]
-        }
+        stopPipe = Self.makePipe()
+        wakePipe = Self.makePipe()
+    }
+
+    private static func makePipe() -> [Int32] {
+        var p: [Int32] = [-1, -1]
+        guard pipe(&p) == 0 else { return [-1, -1] }
+        for fd in p { _ = fcntl(fd, F_SETFD, FD_CLOEXEC); _ = fcntl(fd, F_SETFL, O_NONBLOCK) }
+        return p
     }
 
     deinit {
-        for fd in stopPipe where fd >= 0 { close(fd) }
+        for fd in stopPipe + wakePipe where fd >= 0 { close(fd) }
     }
 
     /// Makes `run` return (tests; a signal handler may write to the pipe too).
@@ -92,214 +156,406 @@ package final class BrokerServer: @unchecked Sendable {
     package enum Ending: Equatable, Sendable { case idle, stopped }
 
     /// Serves until `idleExit` seconds pass with no connection open or accepted, or `stop()`.
-    /// Connections still open then are finished first.
+    /// Answers being made then are finished and written first; other connections are closed.
     package func run() throws -> Ending {
+        guard stopPipe[0] >= 0, wakePipe[0] >= 0 else {
+            throw CredentialError.failure("broker: cannot create a pipe: \(String(cString: strerror(errno)))")
+        }
+        _ = fcntl(listenFD, F_SETFL, fcntl(listenFD, F_GETFL) | O_NONBLOCK)
+        var acceptPausedUntil: Int64 = 0
         while true {
-            lock()
-            while active >= settings.maxConnections { pthread_cond_wait(&slotFree, &mutex) }
-            var timeout: Int32 = -1
-            if settings.idleExit > 0 {
-                let left = Int64(settings.idleExit * 1000) - (Clock.monotonicMillis() - lastActivity)
-                if active == 0 && left <= 0 { unlock(); waitForConnections(); return .idle }
-                timeout = Int32(clamping: max(10, min(left, 1000)))
+            takeReturned()
+            let now = Clock.monotonicMillis()
+            if settings.idleExit > 0, connections.isEmpty,
+               now - lastActivity >= Int64(settings.idleExit * 1000) {
+                finish()
+                return .idle
             }
-            unlock()
-            var fds = [pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)]
-            let n = poll(&fds, stopPipe[0] >= 0 ? 2 : 1, timeout)
+            flushRefusedSummary(force: false)
+
+            var fds = [pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: wakePipe[0], events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: now >= acceptPausedUntil ? listenFD : -1, events: Int16(POLLIN), revents: 0)]
+            var timeout = Int64.max
+            if settings.idleExit > 0 && connections.isEmpty {
+                timeout = Int64(settings.idleExit * 1000) - (now - lastActivity)
+            }
+            if acceptPausedUntil > now { timeout = min(timeout, acceptPausedUntil - now) }
+            if unlogged > 0 { timeout = min(timeout, 1000) }
+            for c in connections.values where !c.busy {
+                fds.append(pollfd(fd: c.fd, events: Int16(c.waitingToWrite ? POLLOUT : POLLIN), revents: 0))
+                timeout = min(timeout, c.deadline - now)
+            }
+            for (fd, until) in draining {
+                fds.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0))
+                timeout = min(timeout, until - now)
+            }
+            let n = poll(&fds, nfds_t(fds.count), timeout == .max ? -1 : Int32(clamping: max(0, timeout)))
             if n < 0 {
                 if errno == EINTR { continue }
                 throw CredentialError.failure("broker: poll failed: \(String(cString: strerror(errno)))")
             }
-            if fds[1].revents != 0 { waitForConnections(); return .stopped }
-            if n == 0 || fds[0].revents == 0 { continue }
-            // (Glibc does not export accept4 to Swift; this process runs no other program.)
-            let conn = accept(listenFD, nil, nil)
-            if conn < 0 {
-                switch errno {
-                case EAGAIN, EWOULDBLOCK, EINTR, ECONNABORTED, EPROTO: continue
-                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
-                    usleep(50_000) // out of descriptors: let running connections finish
-                    continue
-                default: throw CredentialError.failure("broker: accept failed: \(String(cString: strerror(errno)))")
+            if fds[0].revents != 0 { finish(); return .stopped }
+            if fds[1].revents != 0 { drainPipe(wakePipe[0]) }
+            let after = Clock.monotonicMillis()
+            for p in fds.dropFirst(3) {
+                if let until = draining[p.fd] {
+                    if p.revents != 0 ? !discard(p.fd) : after >= until {
+                        draining[p.fd] = nil
+                        close(p.fd)
+                    }
+                } else if let c = connections[p.fd], !c.busy {
+                    if c.waitingToWrite {
+                        if p.revents != 0 { c.waitingToWrite = false; dispatchIfComplete(c) } else if after >= c.deadline { drop(c) }
+                    } else if p.revents != 0 { readSome(c) } else if after >= c.deadline { timedOut(c) }
                 }
             }
-            _ = fcntl(conn, F_SETFD, FD_CLOEXEC)
-            lock()
-            active += 1
-            lastActivity = Clock.monotonicMillis()
-            pending.append(conn)
-            // A new thread only when no idle one is left for this connection (threads are kept
-            // for the next connections: a clone(2) and a stack per connection cost more than
-            // answering a warm request).
-            let needWorker = pending.count > idleWorkers
-            if !needWorker { pthread_cond_signal(&work) }
-            unlock()
-            if needWorker && !spawn({ [self] in worker() }) {
-                // No thread to be had: serve it here rather than drop it.
-                lock()
-                let taken = pending.firstIndex(of: conn).map { pending.remove(at: $0) }
-                unlock()
-                if let taken {
-                    serve(connection: taken)
-                    close(taken)
-                    lock(); active -= 1; lastActivity = Clock.monotonicMillis(); unlock()
-                }
+            // New connections last: those that just closed no longer count against their uid.
+            if fds[2].revents != 0 {
+                takeReturned()
+                if !acceptAll() { acceptPausedUntil = Clock.monotonicMillis() + 50 }
             }
         }
     }
 
-    /// A connection thread: serves queued connections, waits for more while the server runs.
+    // MARK: the loop
+
+    /// Accepts every waiting connection; false when out of descriptors (accepting pauses).
+    private func acceptAll() -> Bool {
+        while true {
+            // (Glibc does not export accept4 to Swift; this process runs no other program.)
+            let fd = accept(listenFD, nil, nil)
+            if fd < 0 {
+                switch errno {
+                case EINTR, ECONNABORTED, EPROTO: continue
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM: return false
+                default: return true // EAGAIN: none left
+                }
+            }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            lastActivity = Clock.monotonicMillis()
+            admit(fd)
+        }
+    }
+
+    /// The peer check, before anything is read: a refused peer is answered 403 and closed here.
+    private func admit(_ fd: Int32) {
+        guard let cred = BrokerPeer.credentials(fd) else { close(fd); return }
+        guard cred.uid == ownUID || settings.allowedUIDs.contains(cred.uid) else {
+            // One non-blocking write of an answer made once per uid (it holds no secret, so no
+            // guarded buffer is made per refused connection: refusing must stay cheap).
+            let bytes = refusal(for: cred.uid)
+            _ = bytes.withUnsafeBytes { send(fd, $0, deadline: 0) }
+            auditRefused(cred)
+            release(fd)
+            return
+        }
+        let peer = BrokerPeer(pid: cred.pid, uid: cred.uid, gid: cred.gid, executable: BrokerPeer.executable(of: cred.pid))
+        lock()
+        let open = perUID[cred.uid, default: 0]
+        unlock()
+        if open >= settings.maxConnectionsPerUID {
+            // At the cap: the uid's longest-idle connection makes room; none idle, 503.
+            let victim = connections.values.filter { $0.peer.uid == cred.uid && !$0.busy && $0.buffer.isEmpty }
+                .min { $0.idleSince < $1.idleSince }
+            if let victim {
+                drop(victim)
+            } else {
+                let answer = BrokerAnswer.failure(status: 503, message: "uid \(cred.uid) has \(settings.maxConnectionsPerUID) connections open, all busy")
+                _ = send(fd, answer, keepAlive: false, deadline: 0)
+                record(peer, path: nil, answer)
+                release(fd)
+                return
+            }
+        }
+        let c = Connection(fd: fd, peer: peer)
+        let now = Clock.monotonicMillis()
+        c.idleSince = nextEvent()
+        c.deadline = now + Int64(settings.requestDeadline * 1000)
+        connections[fd] = c
+        lock()
+        perUID[cred.uid, default: 0] += 1
+        unlock()
+    }
+
+    /// Reads what a connection sent; a complete head goes to a worker.
+    private func readSome(_ c: Connection) {
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        // Never more than one byte past the limit is kept.
+        let want = min(chunk.count, BrokerProtocol.maxHeadBytes + 1 - c.buffer.count)
+        let n = want > 0 ? recv(c.fd, &chunk, want, 0) : 0
+        if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
+        if n <= 0 { drop(c); return }
+        c.buffer += chunk[0..<n]
+        dispatchIfComplete(c)
+    }
+
+    /// Hands `c` to a worker when its buffer holds a complete head; refuses an oversized one.
+    private func dispatchIfComplete(_ c: Connection) {
+        if let end = HTTPHead.end(c.buffer), end <= BrokerProtocol.maxHeadBytes {
+            var p = pollfd(fd: c.fd, events: Int16(POLLOUT), revents: 0)
+            if poll(&p, 1, 0) == 0 {
+                // Earlier answers still fill the socket: wait (until the deadline) for the client
+                // to read them before a worker is given this request.
+                c.waitingToWrite = true
+                c.deadline = Clock.monotonicMillis() + Int64(settings.requestDeadline * 1000)
+                return
+            }
+            c.busy = true
+            lock()
+            jobs.append(c)
+            let spawnOne = idleWorkers < jobs.count && workerCount < settings.workers
+            if spawnOne { workerCount += 1 } else { pthread_cond_signal(&work) }
+            unlock()
+            if spawnOne && !spawn({ [self] in worker() }) {
+                lock()
+                workerCount -= 1
+                // No thread to be had and none running: answer it here rather than drop it.
+                let inline = workerCount == 0 ? jobs.firstIndex(where: { $0 === c }).map { jobs.remove(at: $0) } : nil
+                unlock()
+                if let inline {
+                    answer(inline)
+                    inline.idleSince = nextEvent()
+                    lock(); returned.append(inline); unlock()
+                    var b: UInt8 = 1
+                    _ = write(wakePipe[1], &b, 1)
+                }
+            }
+            return
+        }
+        if c.buffer.count > BrokerProtocol.maxHeadBytes || HTTPHead.end(c.buffer) != nil {
+            refuseFromLoop(c, "the request head is larger than \(BrokerProtocol.maxHeadBytes / 1024) KiB")
+        }
+    }
+
+    /// The head did not arrive in time: an idle kept-alive connection just closes.
+    private func timedOut(_ c: Connection) {
+        if c.buffer.isEmpty { drop(c); return }
+        refuseFromLoop(c, "the request head did not arrive within \(Int(settings.requestDeadline)) s")
+    }
+
+    /// 400 written without waiting (an error answer fits in the socket's buffer), audited, closed.
+    private func refuseFromLoop(_ c: Connection, _ message: String) {
+        let answer = BrokerAnswer.failure(status: 400, message: message)
+        _ = send(c.fd, answer, keepAlive: false, deadline: 0)
+        record(c.peer, path: nil, answer)
+        forget(c)
+        release(c.fd)
+    }
+
+    /// Closes a connection of an allowed peer.
+    private func drop(_ c: Connection) {
+        forget(c)
+        close(c.fd)
+    }
+
+    private func forget(_ c: Connection) {
+        connections[c.fd] = nil
+        lock()
+        uncount(c)
+        unlock()
+        lastActivity = Clock.monotonicMillis()
+    }
+
+    /// A connection that was answered and is to end: its write side shut, what the client still
+    /// sends read and dropped for a moment (so it sees the answer, not a reset) when a draining
+    /// slot is free; else closed at once.
+    private func release(_ fd: Int32) {
+        shutdown(fd, Int32(SHUT_WR))
+        if draining.count < settings.maxDraining && discard(fd) {
+            draining[fd] = Clock.monotonicMillis() + Int64(settings.drainSeconds * 1000)
+        } else {
+            close(fd)
+        }
+    }
+
+    /// Reads and drops what is there; false once the peer has closed (or sent too much).
+    private func discard(_ fd: Int32) -> Bool {
+        var sink = [UInt8](repeating: 0, count: 4096)
+        for _ in 0..<16 {
+            let n = recv(fd, &sink, sink.count, Int32(MSG_DONTWAIT))
+            if n < 0 { return errno == EAGAIN || errno == EINTR }
+            if n == 0 { return false }
+        }
+        return false
+    }
+
+    /// Takes back the connections workers finished with.
+    private func takeReturned() {
+        lock()
+        let back = returned
+        returned = []
+        unlock()
+        for c in back {
+            c.busy = false
+            switch c.after {
+            case .close: drop(c)
+            case .drain: forget(c); release(c.fd)
+            case .keep:
+                let now = Clock.monotonicMillis()
+                c.deadline = now + Int64(settings.requestDeadline * 1000)
+                lastActivity = now
+                // A pipelined request may already be here.
+                dispatchIfComplete(c)
+            }
+        }
+    }
+
+    /// Stopping (a signal, `stop()`, idle exit): answers in the workers' hands are finished and
+    /// written; every other connection is closed; the workers end.
+    private func finish() {
+        for c in connections.values where !c.busy { drop(c) }
+        lock()
+        while connections.values.contains(where: { $0.busy }) {
+            unlock()
+            var p = pollfd(fd: wakePipe[0], events: Int16(POLLIN), revents: 0)
+            _ = poll(&p, 1, 1000)
+            drainPipe(wakePipe[0])
+            lock()
+            let back = returned
+            returned = []
+            unlock()
+            for c in back { c.busy = false; drop(c) }
+            lock()
+        }
+        stopping = true
+        pthread_cond_broadcast(&work)
+        unlock()
+        for (fd, _) in draining { close(fd) }
+        draining = [:]
+        flushRefusedSummary(force: true)
+    }
+
+    private func drainPipe(_ fd: Int32) {
+        var b = [UInt8](repeating: 0, count: 256)
+        while read(fd, &b, b.count) > 0 {}
+    }
+
+    // MARK: refused connections, audited at a bounded rate
+
+    /// The whole 403 response for a refused uid (a few uids kept).
+    private func refusal(for uid: UInt32) -> [UInt8] {
+        if let made = refusals[uid] { return made }
+        let answer = BrokerAnswer.failure(status: 403, message: "uid \(uid) may not use this broker")
+        let bytes = answer.head(keepAlive: false) + answer.body.withUnsafeBytes { Array($0) }
+        if refusals.count >= 64 { refusals.removeAll() }
+        refusals[uid] = bytes
+        return bytes
+    }
+
+    private func auditRefused(_ cred: BrokerPeer.Credentials) {
+        let second = Clock.now()
+        if second != auditSecond {
+            flushRefusedSummary(force: true)
+            auditSecond = second
+            auditedThisSecond = 0
+        }
+        if auditedThisSecond < settings.refusedAuditPerSecond {
+            auditedThisSecond += 1
+            let peer = BrokerPeer(pid: cred.pid, uid: cred.uid, gid: cred.gid, executable: BrokerPeer.executable(of: cred.pid))
+            let answer = BrokerAnswer.failure(status: 403, message: "uid \(cred.uid) may not use this broker")
+            // Stamped with the second it was counted in.
+            record(peer, path: nil, answer, time: second)
+        } else {
+            unlogged += 1
+            if unloggedUIDs.count < 8 { unloggedUIDs.insert(cred.uid) }
+        }
+    }
+
+    /// The one line for the refused connections of the past second not audited one by one.
+    private func flushRefusedSummary(force: Bool) {
+        guard unlogged > 0, force || Clock.now() != auditSecond else { return }
+        let uids = unloggedUIDs.sorted().map(String.init).joined(separator: ",")
+        pthread_mutex_lock(&auditMutex)
+        notice("chatgpt-credential: broker: \(unlogged) more refused connections not logged (uid \(uids))")
+        pthread_mutex_unlock(&auditMutex)
+        unlogged = 0
+        unloggedUIDs = []
+    }
+
+    // MARK: workers
+
+    /// A worker: answers queued requests, waits for more while the server runs.
     private func worker() {
         lock()
         while true {
-            while pending.isEmpty && !stopping {
+            while jobs.isEmpty && !stopping {
                 idleWorkers += 1
                 pthread_cond_wait(&work, &mutex)
                 idleWorkers -= 1
             }
-            if pending.isEmpty { unlock(); return } // stopping
-            let conn = pending.removeFirst()
+            if jobs.isEmpty { workerCount -= 1; unlock(); return } // stopping
+            let c = jobs.removeFirst()
             unlock()
-            serve(connection: conn)
-            close(conn)
+            answer(c)
             lock()
-            active -= 1
-            lastActivity = Clock.monotonicMillis()
-            pthread_cond_signal(&slotFree)
+            events += 1
+            c.idleSince = events
+            returned.append(c)
+            unlock()
+            var b: UInt8 = 1
+            _ = write(wakePipe[1], &b, 1)
+            lock()
         }
+    }
+
+    /// Answers the head at the start of `c.buffer`; sets what becomes of the connection.
+    private func answer(_ c: Connection) {
+        guard let end = HTTPHead.end(c.buffer) else { c.after = .close; return }
+        let parsed = BrokerRequest.parse(c.buffer[0..<end])
+        c.buffer.removeFirst(end)
+        c.served += 1
+        // The last request this connection may carry is answered with Connection: close.
+        let last = c.served >= settings.maxRequestsPerConnection
+        let deadline = Clock.monotonicMillis() + Int64(max(settings.requestDeadline, 1) * 1000)
+        switch parsed {
+        case .failure(let e):
+            let answer = BrokerAnswer.failure(status: e.status, message: e.message)
+            lock(); uncount(c); unlock()
+            _ = send(c.fd, answer, keepAlive: false, deadline: deadline)
+            record(c.peer, path: e.path, answer)
+            c.after = .drain
+        case .success(let request):
+            var answer = handler(request, c.peer)
+            if answer.profile == nil { answer.profile = request.profile?.name }
+            let keepAlive = request.keepAlive && !last
+            if !keepAlive { lock(); uncount(c); unlock() }
+            let sent = send(c.fd, answer, keepAlive: keepAlive, deadline: deadline)
+            record(c.peer, path: request.path, answer)
+            c.after = sent && keepAlive ? .keep : .close
+        }
+    }
+
+    /// (Under `mutex`.)
+    private func uncount(_ c: Connection) {
+        guard c.counted else { return }
+        c.counted = false
+        perUID[c.peer.uid, default: 1] -= 1
+        if perUID[c.peer.uid] == 0 { perUID[c.peer.uid] = nil }
+    }
+
+    private func nextEvent() -> UInt64 {
+        lock(); defer { unlock() }
+        events += 1
+        return events
     }
 
     private func lock() { pthread_mutex_lock(&mutex) }
     private func unlock() { pthread_mutex_unlock(&mutex) }
 
-    /// Waits until every accepted connection is finished, then lets the idle threads end.
-    private func waitForConnections() {
-        lock()
-        while active > 0 { pthread_cond_wait(&slotFree, &mutex) }
-        stopping = true
-        pthread_cond_broadcast(&work)
-        unlock()
-    }
-
-    // MARK: one connection
-
-    func serve(connection fd: Int32) {
-        guard let peer = BrokerPeer.of(fd) else { return }
-        let allowed = peer.uid == ownUID || settings.allowedUIDs.contains(peer.uid)
-        var buffer: [UInt8] = []
-        for served in 0..<settings.maxRequestsPerConnection {
-            // The last request this connection may carry is answered with Connection: close.
-            let last = served == settings.maxRequestsPerConnection - 1
-            let deadline = Clock.monotonicMillis() + Int64(settings.requestDeadline * 1000)
-            switch readHead(fd, &buffer, deadline: deadline) {
-            case .closed:
-                return
-            case .timedOut:
-                // Nothing of a next request: an idle kept-alive connection just closes.
-                if buffer.isEmpty { return }
-                refuse(fd, peer, allowed ? .failure(status: 400, message: "the request head did not arrive within \(Int(settings.requestDeadline)) s")
-                                         : notAllowed(peer), path: nil, deadline: writeDeadline())
-                return
-            case .tooLarge:
-                refuse(fd, peer, allowed ? .failure(status: 400, message: "the request head is larger than \(BrokerProtocol.maxHeadBytes / 1024) KiB")
-                                         : notAllowed(peer), path: nil, deadline: writeDeadline())
-                return
-            case .head(let end):
-                let parsed = BrokerRequest.parse(buffer[0..<end])
-                buffer.removeFirst(end)
-                let writeDeadline = writeDeadline()
-                guard allowed else {
-                    let path: String?, profile: String?
-                    switch parsed {
-                    case .success(let r): path = r.path; profile = r.profile?.name
-                    case .failure(let e): path = e.path; profile = nil
-                    }
-                    var answer = notAllowed(peer)
-                    answer.profile = profile
-                    refuse(fd, peer, answer, path: path, deadline: writeDeadline)
-                    return
-                }
-                switch parsed {
-                case .failure(let e):
-                    refuse(fd, peer, .failure(status: e.status, message: e.message), path: e.path, deadline: writeDeadline)
-                    return
-                case .success(let request):
-                    var answer = handler(request, peer)
-                    if answer.profile == nil { answer.profile = request.profile?.name }
-                    let keepAlive = request.keepAlive && !last
-                    let sent = send(fd, answer, keepAlive: keepAlive, deadline: writeDeadline)
-                    record(peer, path: request.path, answer)
-                    if !sent || !keepAlive { return }
-                }
-            }
-        }
-    }
-
-    /// 403: whatever the peer asked (or failed to ask), a user the broker does not serve.
-    private func notAllowed(_ peer: BrokerPeer) -> BrokerAnswer {
-        .failure(status: 403, message: "uid \(peer.uid) may not use this broker")
-    }
-
-    /// Until when an answer may take to be written.
-    private func writeDeadline() -> Int64 { Clock.monotonicMillis() + Int64(max(settings.requestDeadline, 1) * 1000) }
-
-    /// Answers a refused request, then closes the connection without resetting it: what the
-    /// client still sends is read and dropped for a moment, so it sees the answer.
-    private func refuse(_ fd: Int32, _ peer: BrokerPeer, _ answer: consuming BrokerAnswer, path: String?, deadline: Int64) {
-        _ = send(fd, answer, keepAlive: false, deadline: deadline)
-        record(peer, path: path, answer)
-        shutdown(fd, Int32(SHUT_WR))
-        var sink = [UInt8](repeating: 0, count: 4096)
-        let until = min(deadline, Clock.monotonicMillis() + 1000)
-        var drained = 0
-        while drained < 1 << 20 {
-            let left = until - Clock.monotonicMillis()
-            guard left > 0 else { break }
-            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&p, 1, Int32(left)) > 0 else { break }
-            let n = recv(fd, &sink, sink.count, 0)
-            if n <= 0 { break }
-            drained += n
-        }
-    }
-
-    private func record(_ peer: BrokerPeer, path: String?, _ answer: borrowing BrokerAnswer) {
-        let r = BrokerAuditRecord(time: Clock.now(), peer: peer, path: path, profile: answer.profile,
+    private func record(_ peer: BrokerPeer, path: String?, _ answer: borrowing BrokerAnswer, time: Int64 = Clock.now()) {
+        let r = BrokerAuditRecord(time: time, peer: peer, path: path, profile: answer.profile,
                                   status: answer.status, outcome: answer.outcome)
         pthread_mutex_lock(&auditMutex)
         audit(r)
         pthread_mutex_unlock(&auditMutex)
     }
 
-    enum HeadRead: Equatable { case head(Int), closed, timedOut, tooLarge }
-
-    /// Reads until `buffer` holds a complete head (its end returned), the peer closes, the
-    /// deadline passes, or more than `maxHeadBytes` arrive without a blank line.
-    func readHead(_ fd: Int32, _ buffer: inout [UInt8], deadline: Int64) -> HeadRead {
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            if let end = HTTPHead.end(buffer) {
-                return end <= BrokerProtocol.maxHeadBytes ? .head(end) : .tooLarge
-            }
-            if buffer.count > BrokerProtocol.maxHeadBytes { return .tooLarge }
-            let left = deadline - Clock.monotonicMillis()
-            if left <= 0 { return .timedOut }
-            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&p, 1, Int32(clamping: left))
-            if ready < 0 { if errno == EINTR { continue }; return .closed }
-            if ready == 0 { return .timedOut }
-            // Never more than one byte past the limit is kept.
-            let want = min(chunk.count, BrokerProtocol.maxHeadBytes + 1 - buffer.count)
-            let n = recv(fd, &chunk, want, 0)
-            if n < 0 { if errno == EINTR || errno == EAGAIN { continue }; return .closed }
-            if n == 0 { return .closed }
-            buffer += chunk[0..<n]
-        }
-    }
+    // MARK: writing
 
     /// Writes the answer's head, then its body from its guarded buffer (no copy of it), before
-    /// `deadline`; false when the peer went away or was too slow.
+    /// `deadline` (0: only what fits now); false when the peer went away or was too slow.
     func send(_ fd: Int32, _ answer: borrowing BrokerAnswer, keepAlive: Bool, deadline: Int64) -> Bool {
         let head = answer.head(keepAlive: keepAlive)
         return head.withUnsafeBytes { h in
@@ -345,8 +601,8 @@ private func brokerStopHandler(_ signal: Int32) {
     _ = write(brokerStopFD, &b, 1) // async-signal-safe
 }
 
-/// Runs `body` on a new detached thread (a connection's; GCD would cap them at the core count
-/// and a slow store would then hold up everyone). False when no thread could be made.
+/// Runs `body` on a new detached thread (a worker's; GCD would cap them at the core count and a
+/// slow store would then hold up everyone). False when no thread could be made.
 private func spawn(_ body: @escaping () -> Void) -> Bool {
     final class Box { let body: () -> Void; init(_ b: @escaping () -> Void) { body = b } }
     let box = Unmanaged.passRetained(Box(body)).toOpaque()

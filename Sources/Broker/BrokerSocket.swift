@@ -1,5 +1,6 @@
 import CredentialCore
 import SystemRuntime
+import CSystemShims
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -13,6 +14,9 @@ package struct BrokerListener: Sendable {
     /// What the startup line names: the path, or the path systemd bound.
     package let name: String
     package let activated: Bool
+    /// The socket file's device and inode as bound: `close` removes the path only while it still
+    /// names this socket (a newer broker's socket at the same path is left alone).
+    package var identity: (dev: UInt64, ino: UInt64)?
 
     /// `broker.sock` in the user's runtime directory.
     package static func defaultPath(uid: uid_t = geteuid()) -> String {
@@ -49,6 +53,9 @@ package struct BrokerListener: Sendable {
     package static func bind(path explicit: String?) throws -> BrokerListener {
         let uid = geteuid()
         let path = explicit ?? defaultPath(uid: uid)
+        guard path.hasPrefix("/") else {
+            throw CredentialError.usage("--socket needs an absolute path: \(Sanitize.line(path, limit: 120))")
+        }
         guard path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
             throw CredentialError.usage("socket path too long (at most 107 bytes): \(Sanitize.line(path, limit: 120))")
         }
@@ -96,19 +103,32 @@ package struct BrokerListener: Sendable {
             Glibc.close(fd)
             throw CredentialError.failure("cannot bind \(Sanitize.line(path)): \(String(cString: strerror(bindErrno)))")
         }
-        guard listen(fd, 128) == 0 else {
+        // The kernel's largest backlog (SOMAXCONN, capped by net.core.somaxconn): a burst of
+        // connections, refused ones included, waits to be accepted rather than failing EAGAIN.
+        guard listen(fd, SOMAXCONN) == 0 else {
             let e = errno
             Glibc.close(fd); unlink(path)
             throw CredentialError.failure("cannot listen on \(Sanitize.line(path)): \(String(cString: strerror(e)))")
         }
-        return BrokerListener(fd: fd, path: path, name: path, activated: false)
+        // What the path names now is this socket (nothing else runs in between: bind created it).
+        guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK else {
+            let e = errno
+            Glibc.close(fd)
+            throw CredentialError.failure("cannot find the socket just bound at \(Sanitize.line(path)): \(String(cString: strerror(e)))")
+        }
+        var listener = BrokerListener(fd: fd, path: path, name: path, activated: false)
+        listener.identity = (UInt64(st.st_dev), UInt64(st.st_ino))
+        return listener
     }
 
-    /// Closes the socket and removes the file this process created (if it is still that file).
+    /// Closes the socket and removes the file this process created, only if the path still names
+    /// it (same device and inode): after `rm` and a newer broker at the same path, that one's
+    /// socket stays.
     package func close() {
-        if let path {
-            var byPath = stat(), byFD = stat()
-            if lstat(path, &byPath) == 0, fstat(fd, &byFD) == 0, byPath.st_mode & S_IFMT == S_IFSOCK, byPath.st_uid == geteuid() {
+        if let path, let identity {
+            var byPath = stat()
+            if lstat(path, &byPath) == 0, byPath.st_mode & S_IFMT == S_IFSOCK,
+               UInt64(byPath.st_dev) == identity.dev, UInt64(byPath.st_ino) == identity.ino {
                 unlink(path)
             }
         }
@@ -153,5 +173,111 @@ package struct BrokerListener: Sendable {
         guard rc == 0 else { return nil }
         let bytes = withUnsafeBytes(of: addr.sun_path) { Array($0.prefix(while: { $0 != 0 })) }
         return bytes.isEmpty ? nil : Sanitize.line(String(decoding: bytes, as: UTF8.self))
+    }
+}
+
+/// Making a bound socket connectable for the users named with `--allow-uid` (man page BROKER):
+/// a POSIX access ACL granting them read and write, else (a filesystem without ACLs) mode 0666.
+/// The peer check stays the gate either way. Never applied to a socket systemd passed (its file
+/// is the .socket unit's) and never to a parent directory.
+package enum BrokerSocketAccess: Equatable, Sendable {
+    case acl
+    case worldWritable
+
+    /// The uids that cannot be allowed: the overflow uid (65534, and what
+    /// /proc/sys/kernel/overflowuid says), which every unmapped user of a namespace appears as.
+    package static func overflowUIDs() -> Set<UInt32> {
+        var uids: Set<UInt32> = [65534]
+        let fd = open("/proc/sys/kernel/overflowuid", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return uids }
+        defer { Glibc.close(fd) }
+        var buf = [UInt8](repeating: 0, count: 32)
+        let n = read(fd, &buf, buf.count)
+        if n > 0, let uid = UInt32(String(decoding: buf[0..<n].filter { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self)) {
+            uids.insert(uid)
+        }
+        return uids
+    }
+
+    /// The `system.posix_acl_access` value: version 2, then USER_OBJ rw, USER rw for each uid,
+    /// GROUP_OBJ none, MASK rw, OTHER none, sorted by tag then id (as the kernel requires).
+    package static func aclValue(uids: [UInt32]) -> [UInt8] {
+        var out: [UInt8] = []
+        func u16(_ v: UInt16) { out += [UInt8(v & 0xFF), UInt8(v >> 8)] }
+        func u32(_ v: UInt32) { for i in 0..<4 { out.append(UInt8((v >> (8 * UInt32(i))) & 0xFF)) } }
+        func entry(_ tag: UInt16, _ perm: UInt16, _ id: UInt32) { u16(tag); u16(perm); u32(id) }
+        let undefined = UInt32.max, rw: UInt16 = 6
+        u32(2)
+        entry(0x01, rw, undefined) // ACL_USER_OBJ
+        for uid in Set(uids).sorted() { entry(0x02, rw, uid) } // ACL_USER
+        entry(0x04, 0, undefined) // ACL_GROUP_OBJ
+        entry(0x10, rw, undefined) // ACL_MASK
+        entry(0x20, 0, undefined) // ACL_OTHER
+        return out
+    }
+
+    /// Grants `uids` access to the socket file at `path`: an ACL, or mode 0666 where the
+    /// filesystem has no ACLs (EOPNOTSUPP).
+    package static func grant(_ uids: [UInt32], path: String) throws -> BrokerSocketAccess {
+        let value = aclValue(uids: uids)
+        let rc = value.withUnsafeBytes { cs_lsetxattr(path, "system.posix_acl_access", $0.baseAddress, UInt($0.count)) }
+        if rc == 0 { return .acl }
+        let e = errno
+        guard e == EOPNOTSUPP || e == ENOTSUP else {
+            throw CredentialError.failure("cannot give --allow-uid users access to \(Sanitize.line(path)): \(String(cString: strerror(e)))")
+        }
+        guard chmod(path, 0o666) == 0 else {
+            throw CredentialError.failure("cannot make \(Sanitize.line(path)) mode 0666 for --allow-uid: \(String(cString: strerror(errno)))")
+        }
+        return .worldWritable
+    }
+
+    /// The first directory on the way to `path` (its parent, then up to /) that `uid` cannot
+    /// search, judged by its owner, group (the uid's groups) and other bits and any ACL entry
+    /// for the uid; nil when all can be.
+    package static func unreachableDirectory(for uid: UInt32, path: String) -> String? {
+        if uid == 0 { return nil }
+        let groups = groupsOf(uid)
+        var dir = BrokerListener.parent(of: path)
+        while true {
+            var st = stat()
+            if stat(dir, &st) == 0, !searchable(st, dir, uid, groups) { return dir }
+            if dir == "/" || dir == "." { return nil }
+            dir = BrokerListener.parent(of: dir)
+        }
+    }
+
+    private static func searchable(_ st: stat, _ dir: String, _ uid: UInt32, _ groups: Set<UInt32>) -> Bool {
+        let mode = UInt32(st.st_mode)
+        if st.st_uid == uid { return mode & 0o100 != 0 }
+        // An access ACL: a USER entry for the uid, masked.
+        var buf = [UInt8](repeating: 0, count: 4096)
+        let n = cs_getxattr(dir, "system.posix_acl_access", &buf, UInt(buf.count))
+        if n > 4 {
+            var mask: UInt16 = 7, userPerm: UInt16?
+            var i = 4
+            while i + 8 <= Int(n) {
+                let tag = UInt16(buf[i]) | UInt16(buf[i + 1]) << 8
+                let perm = UInt16(buf[i + 2]) | UInt16(buf[i + 3]) << 8
+                let id = UInt32(buf[i + 4]) | UInt32(buf[i + 5]) << 8 | UInt32(buf[i + 6]) << 16 | UInt32(buf[i + 7]) << 24
+                if tag == 0x10 { mask = perm }
+                if tag == 0x02 && id == uid { userPerm = perm }
+                i += 8
+            }
+            if let userPerm { return userPerm & mask & 1 != 0 }
+        }
+        if groups.contains(UInt32(st.st_gid)) { return mode & 0o010 != 0 }
+        return mode & 0o001 != 0
+    }
+
+    private static func groupsOf(_ uid: UInt32) -> Set<UInt32> {
+        guard let pw = getpwuid(uid) else { return [] }
+        var count: Int32 = 64
+        var list = [gid_t](repeating: 0, count: 64)
+        if getgrouplist(pw.pointee.pw_name, pw.pointee.pw_gid, &list, &count) < 0 {
+            list = [gid_t](repeating: 0, count: Int(count))
+            _ = getgrouplist(pw.pointee.pw_name, pw.pointee.pw_gid, &list, &count)
+        }
+        return Set(list.prefix(Int(max(count, 0))).map { UInt32($0) } + [UInt32(pw.pointee.pw_gid)])
     }
 }

@@ -17,14 +17,15 @@ struct ServeCommand: Verb {
         and services: /v1/token?profile=NAME&min_ttl=SECONDS (what get --json prints),
         /v1/usage?profile=NAME (what usage --json prints) and /v1/health. Every answer
         goes through the same lock, access cache and refresh as get; the refresh token
-        never leaves. Only processes of this user (or of a uid given with --allow-uid)
-        are answered. One audit line per answer on stderr. Under systemd socket
-        activation it serves the socket it is given.
+        never leaves. Only processes of this user (or of a uid given with --allow-uid,
+        which also gets an ACL on the socket) are answered; others get 403 when they
+        connect. One audit line per answer on stderr. Under systemd socket activation
+        it serves the socket it is given.
         """,
         options: [
-            OptionSpec("--socket", value: "PATH", completion: .files, "the socket to create (default: broker.sock in the runtime directory, see FILES)"),
+            OptionSpec("--socket", value: "PATH", completion: .files, "the socket to create, an absolute path (default: broker.sock in the runtime directory, see FILES)"),
             OptionSpec("--idle-exit", value: "SECONDS", "exit 0 after this long without a connection (default 0 = never; 60 under socket activation)"),
-            OptionSpec("--allow-uid", value: "UID", repeatable: true, "also answer processes of this user id (repeatable)"),
+            OptionSpec("--allow-uid", value: "UID", repeatable: true, "also answer processes of this user id, and let them connect (an ACL on the socket, else mode 0666; repeatable)"),
         ],
         examples: ["systemctl --user enable --now chatgpt-credential.socket   # on demand",
                    "curl --unix-socket \"$XDG_RUNTIME_DIR/chatgpt-credential/broker.sock\" \\\n     http://localhost/v1/token"])
@@ -35,6 +36,11 @@ struct ServeCommand: Verb {
         var o = ServeOptions()
         if let path = a.value("--socket") {
             guard !path.isEmpty, !path.utf8.contains(0) else { throw CredentialError.usage("--socket needs a path") }
+            // A relative path would name another file from another directory (a unit's, a
+            // client's): refused rather than resolved (man page BROKER).
+            guard path.hasPrefix("/") else {
+                throw CredentialError.usage("--socket needs an absolute path, not '\(Sanitize.line(path, limit: 80))'")
+            }
             o.socket = path
         }
         if let raw = a.value("--idle-exit") {
@@ -47,7 +53,12 @@ struct ServeCommand: Verb {
             guard raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let uid = UInt32(raw), uid != UInt32.max else {
                 throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --allow-uid: a numeric user id")
             }
-            o.allowedUIDs.append(uid)
+            // The overflow uid is what every unmapped user of a user namespace appears as: allowing
+            // it would allow them all (man page BROKER).
+            guard !BrokerSocketAccess.overflowUIDs().contains(uid) else {
+                throw CredentialError.usage("--allow-uid \(uid) is the overflow uid (any unmapped user of a namespace); it cannot be allowed")
+            }
+            if !o.allowedUIDs.contains(uid) { o.allowedUIDs.append(uid) }
         }
         options = o
     }
@@ -65,6 +76,12 @@ struct ServeCommand: Verb {
 /// notices, so the broker is one more caller of the one owner and never a second refresher.
 extension Runner {
     func serve(_ g: GlobalOptions, _ o: ServeOptions) throws -> Outcome {
+        // Every connection is a descriptor: room for 1,000s of them (the soft limit up to the hard).
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max
+            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
         let listener: BrokerListener
         if let activated = try BrokerListener.activated(listenPID: services.settings.listenPID, listenFDs: services.settings.listenFDs) {
             if o.socket != nil {
@@ -73,6 +90,29 @@ extension Runner {
             listener = activated
         } else {
             listener = try BrokerListener.bind(path: o.socket)
+        }
+        if !o.allowedUIDs.isEmpty {
+            let names = o.allowedUIDs.map(String.init).joined(separator: ", ")
+            if listener.activated {
+                // The socket file is the .socket unit's: its SocketMode= decides who may connect.
+                console.err("chatgpt-credential: broker: --allow-uid \(names): the socket comes from systemd; who may connect to it is the .socket unit's SocketMode= (see the man page)")
+            } else if let path = listener.path {
+                do {
+                    switch try BrokerSocketAccess.grant(o.allowedUIDs, path: path) {
+                    case .acl: console.err("chatgpt-credential: broker: uid \(names) may connect: an ACL on \(Sanitize.line(path)) (user:UID:rw-)")
+                    case .worldWritable: console.err("chatgpt-credential: broker: uid \(names) may connect: \(Sanitize.line(path)) is mode 0666 (no ACLs on this filesystem); the peer check refuses everyone else")
+                    }
+                } catch {
+                    listener.close()
+                    throw error
+                }
+                // Said, never fixed: a parent directory's mode is the person's choice.
+                let blocked = o.allowedUIDs.compactMap { uid in BrokerSocketAccess.unreachableDirectory(for: uid, path: path).map { (uid: uid, dir: $0) } }
+                if let first = blocked.first {
+                    let uids = blocked.map { String($0.uid) }.joined(separator: ", ")
+                    console.err("chatgpt-credential: broker: uid \(uids) cannot reach the socket: \(Sanitize.line(first.dir)) is not searchable for them (not changed)")
+                }
+            }
         }
         var settings = BrokerServer.Settings()
         settings.idleExit = Double(o.idleExit ?? (listener.activated ? 60 : 0))
@@ -89,7 +129,8 @@ extension Runner {
                                       if SignalDeferral.deferredSignal != nil { stopper.server?.stop() }
                                       return answer
                                   },
-                                  audit: { console.err($0.line) })
+                                  audit: { console.err($0.line) },
+                                  notice: { console.err($0) })
         stopper.server = server
         server.stopOnTerminationSignals()
         let idle = settings.idleExit > 0 ? "; exits after \(Int(settings.idleExit)) s without a connection" : ""

@@ -45,3 +45,13 @@ const char *cs_argv(int index) {
     if (!saved_argv || index < 0 || index >= saved_argc) return 0;
     return saved_argv[index];
 }
+
+#include <sys/xattr.h>
+
+int cs_lsetxattr(const char *path, const char *name, const void *value, unsigned long size) {
+    return lsetxattr(path, name, value, (size_t)size, 0);
+}
+
+long cs_getxattr(const char *path, const char *name, void *value, unsigned long size) {
+    return (long)getxattr(path, name, value, (size_t)size);
+}

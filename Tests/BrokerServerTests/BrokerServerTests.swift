@@ -30,6 +30,8 @@ import Glibc
         let recorder = Recorder()
         let done = DispatchSemaphore(value: 0)
         var ending: BrokerServer.Ending?
+        /// A token request for the profile `slow` waits on this before it is answered.
+        let gate = DispatchSemaphore(value: 0)
 
         init(_ settings: BrokerServer.Settings = .init()) throws {
             var template = Array("/tmp/ccred-broker-XXXXXX".utf8CString)
@@ -37,12 +39,14 @@ import Glibc
             path = dir + "/b.sock"
             listener = try BrokerListener.bind(path: path)
             let recorder = self.recorder
+            let gate = self.gate
             server = BrokerServer(listenFD: listener.fd, settings: settings, handler: { request, peer in
                 recorder.add(request)
                 switch request.call {
                 case .health: return .ok(#"{"ok":true}"#)
                 case .token(let p, _):
                     if p?.name == "missing" { return .failure(status: 401, message: "profile 'missing' is not signed in") }
+                    if p?.name == "slow" { gate.wait() }
                     return BrokerAnswer(status: 200, body: SecretBytes(copying: #"{"access_token":"tok-\#(peer.pid)"}"#.utf8), outcome: "ok")
                 case .usage: return .ok(#"{"plan":"plus"}"#)
                 }
@@ -273,23 +277,25 @@ import Glibc
         #expect(s.recorder.all.count == 1000)
     }
 
-    @Test func moreClientsThanConnectionSlotsWaitTheirTurn() throws {
+    @Test func aUIDAtItsCapLosesItsLongestIdleConnectionNotTheNewOne() throws {
         var settings = BrokerServer.Settings()
-        settings.maxConnections = 2
+        settings.maxConnectionsPerUID = 2
         let s = try Running(settings)
-        // Two connections held open take both slots; a third is answered once one closes.
+        // Two kept-alive connections of this uid, a answered before b: a is the longest idle.
         let a = try Client(s.path), b = try Client(s.path)
         a.send("GET /v1/health HTTP/1.1\r\n\r\n")
+        #expect(a.response()?.status == 200)
         b.send("GET /v1/health HTTP/1.1\r\n\r\n")
-        #expect(a.response()?.status == 200 && b.response()?.status == 200)
+        #expect(b.response()?.status == 200)
+        // A third: answered at once; a is closed to make room, b is kept.
         let c = try Client(s.path)
-        c.send("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n")
-        var p = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
-        #expect(poll(&p, 1, 300) == 0, "answered beyond the connection limit")
-        a.close()
+        c.send("GET /v1/health HTTP/1.1\r\n\r\n")
         #expect(c.response()?.status == 200)
-        b.close(); c.close()
-        // Threads are kept and reused: many connections one after another.
+        #expect(a.closedByServer())
+        b.send("GET /v1/health HTTP/1.1\r\n\r\n")
+        #expect(b.response()?.status == 200)
+        a.close(); b.close(); c.close()
+        // Workers are kept and reused: many connections one after another.
         for _ in 0..<200 {
             let d = try Client(s.path)
             d.send("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n")
@@ -297,7 +303,67 @@ import Glibc
             d.close()
         }
         #expect(s.stop() == .stopped)
-        #expect(s.recorder.all.count == 203)
+        #expect(s.recorder.all.count == 204)
+    }
+
+    @Test func aClientThatNeverReadsHoldsNoWorker() throws {
+        var settings = BrokerServer.Settings()
+        settings.workers = 1
+        let s = try Running(settings)
+        // Pipelined requests whose answers are never read: the socket fills with answers.
+        let greedy = try Client(s.path)
+        _ = fcntl(greedy.fd, F_SETFL, fcntl(greedy.fd, F_GETFL) | O_NONBLOCK)
+        let request = Array(String(repeating: "GET /v1/health HTTP/1.1\r\n\r\n", count: 100).utf8)
+        var sent = 0
+        for _ in 0..<200 {
+            let n = request.withUnsafeBytes { Glibc.send(greedy.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { break }
+            sent += n
+        }
+        #expect(sent > 100_000)
+        // The fact to wait for: the broker has stopped answering it (its socket is full of
+        // unread answers), seen as an audit count that no longer grows (at most 10 s).
+        var last = -1, still = 0
+        let deadline = Date().addingTimeInterval(10)
+        while still < 3 && Date() < deadline {
+            let now = s.recorder.all.count
+            still = now == last ? still + 1 : 0
+            last = now
+            var none = pollfd(fd: -1, events: 0, revents: 0)
+            _ = poll(&none, 1, 100)
+        }
+        #expect(still == 3 && last > 0 && last < 20_000, "the broker kept answering (\(last))")
+        // Another client is answered well before the 5 s write deadline the one worker would
+        // otherwise spend on the client that does not read.
+        let other = try Client(s.path)
+        var tv = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(other.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        other.send("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n")
+        #expect(other.response()?.status == 200, "not answered within 2 s")
+        other.close(); greedy.close()
+        s.stop()
+    }
+
+    @Test func aUIDAtItsCapWithNoIdleConnectionGets503() throws {
+        var settings = BrokerServer.Settings()
+        settings.maxConnectionsPerUID = 1
+        let s = try Running(settings)
+        // The one connection allowed is being answered (its handler waits on the gate).
+        let a = try Client(s.path)
+        a.send("GET /v1/token?profile=slow HTTP/1.1\r\n\r\n")
+        let deadline = Date().addingTimeInterval(10)
+        while s.recorder.lock.withLock({ s.recorder.requests.isEmpty }) && Date() < deadline { usleep(1000) }
+        // None idle to close: the new one is answered 503 and closed.
+        let b = try Client(s.path)
+        let r = b.response()
+        #expect(r?.status == 503)
+        #expect(r?.body.contains("has 1 connections open, all busy") == true)
+        #expect(b.closedByServer())
+        s.gate.signal()
+        #expect(a.response()?.status == 200)
+        a.close(); b.close()
+        s.stop()
+        #expect(s.recorder.all.map(\.status).sorted() == [200, 503])
     }
 
     // MARK: binding
@@ -322,6 +388,35 @@ import Glibc
         let second = try BrokerListener.bind(path: path)
         second.close()
         #expect(lstat(path, &st) != 0)
+    }
+
+    @Test func closeRemovesOnlyItsOwnSocketFile() throws {
+        let dir = tempDir()
+        defer { rmdir(dir) }
+        let path = dir + "/b.sock"
+        let first = try BrokerListener.bind(path: path)
+        // Removed by hand, and a newer broker bound at the same path: the older one's close
+        // leaves the newer one's socket (another inode).
+        #expect(unlink(path) == 0)
+        let second = try BrokerListener.bind(path: path)
+        first.close()
+        var st = stat()
+        #expect(lstat(path, &st) == 0, "the older broker removed the newer one's socket")
+        #expect(BrokerListener.isLive(path))
+        second.close()
+        #expect(lstat(path, &st) != 0)
+        // A relative path is refused (exit 2).
+        #expect(throws: CredentialError.usage("--socket needs an absolute path: b.sock")) { try BrokerListener.bind(path: "b.sock") }
+    }
+
+    @Test func theACLValueIsVersion2SortedByTagThenID() {
+        let v = BrokerSocketAccess.aclValue(uids: [4343, 4242, 4343])
+        func entry(_ tag: UInt16, _ perm: UInt16, _ id: UInt32) -> [UInt8] {
+            [UInt8(tag & 0xFF), UInt8(tag >> 8), UInt8(perm), 0] + (0..<4).map { UInt8((id >> (8 * UInt32($0))) & 0xFF) }
+        }
+        #expect(v == [2, 0, 0, 0] + entry(1, 6, .max) + entry(2, 6, 4242) + entry(2, 6, 4343)
+                + entry(4, 0, .max) + entry(0x10, 6, .max) + entry(0x20, 0, .max))
+        #expect(BrokerSocketAccess.overflowUIDs().contains(65534))
     }
 
     @Test func symlinksOtherFilesAndLooseDirectoriesAreRefused() throws {

@@ -28,6 +28,8 @@ import Testing
     @Test(arguments: [["serve", "--idle-exit", "-1"], ["serve", "--idle-exit", "1.5"], ["serve", "--idle-exit", ""],
                       ["serve", "--allow-uid", "root"], ["serve", "--allow-uid", "4294967295"], ["serve", "--allow-uid", "-3"],
                       ["serve", "--socket", ""], ["serve", "--socket", "a", "--socket", "b"], ["serve", "extra"],
+                      // A relative socket path, and the overflow uid (every unmapped user of a namespace).
+                      ["serve", "--socket", "relative.sock"], ["serve", "--socket", "./b.sock"], ["serve", "--allow-uid", "65534"],
                       ["serve", "--json"]])
     func badValuesAreUsageErrors(_ args: [String]) {
         #expect(throws: CredentialError.self) { try parse(args) }

@@ -266,15 +266,20 @@ import Glibc
         let audit = Self.auditLines(broker)
         #expect(audit.count == 3 && audit.allSatisfy { $0.contains(" uid=65534 ") && $0.hasSuffix(" status=403 peer_refused") }, "\(audit)")
 
-        // Named with --allow-uid, the same user is answered.
+        // The overflow uid cannot be allowed; another uid named with --allow-uid is answered.
         let allowed = try World()
         chmod(allowed.sandbox.root, 0o755)
         chmod(allowed.socketDir, 0o755)
-        try allowed.serve(["--allow-uid", "65534"])
+        try allowed.serve(["--allow-uid", "4242"])
         chmod(allowed.socket, 0o666)
-        let ok = allowed.curl("/v1/token", as: nobody)
+        let ok = allowed.curl("/v1/token", as: Self.asUID(4242))
         #expect(ok.status == 200, "\(ok.body) \(ok.result.stderr)")
         #expect(Self.json(ok.body)?["access_token"] as? String == allowed.tokens.accessToken)
+    }
+
+    /// `setpriv` running a program as `uid` (its group the same number, no other groups).
+    static func asUID(_ uid: UInt32) -> [String] {
+        [setpriv, "--reuid", "\(uid)", "--regid", "\(uid)", "--clear-groups"]
     }
 
     // MARK: one refresh for everyone
@@ -387,5 +392,278 @@ import Glibc
         _ = w.curl("/v1/health", socket: w.socketDir + "/b.sock")
         #expect(both.wait(20) == 2, "\(both.stderr)")
         #expect(both.stderr.contains("--socket cannot be used under systemd socket activation"), "\(both.stderr)")
+    }
+
+    @Test func underSocketActivationAllowUIDLeavesSystemdsSocketAlone() throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.socketActivate), FileManager.default.isExecutableFile(atPath: Self.getfacl) else {
+            Issue.record("systemd-socket-activate or getfacl is missing (Debian packages systemd, acl)"); return
+        }
+        let w = try World()
+        let path = w.socketDir + "/activated.sock"
+        let a = try Activated(w, path: path, ["serve", "--allow-uid", "4242", "--idle-exit", "1"])
+        var before = stat()
+        #expect(lstat(path, &before) == 0)
+        #expect(w.curl("/v1/health", socket: path).status == 200)
+        #expect(a.wait(30) == 0, "\(a.stderr)")
+        #expect(a.stderr.contains("chatgpt-credential: broker: --allow-uid 4242: the socket comes from systemd"), "\(a.stderr)")
+        // Not chmod'ed, no ACL, not removed: the file is the .socket unit's.
+        var after = stat()
+        #expect(lstat(path, &after) == 0 && after.st_ino == before.st_ino && after.st_mode == before.st_mode)
+        let facl = Harness.run(Self.getfacl, ["-n", "-p", path], env: w.sandbox.env)
+        #expect(!facl.stdout.contains("user:4242"), "\(facl.stdout)")
+    }
+
+    // MARK: never starved (man page BROKER)
+
+    /// `/usr/bin/python3` run as `uid` (setpriv), holding `count` connections to `socket` open
+    /// until it is killed; `held` says once all were connected (`HELD n` on its stdout).
+    final class Holder {
+        let process = Process()
+        private let out = Pipe()
+        private let input = Pipe()
+        static let script = """
+            import socket, struct, sys
+            held = []
+            for i in range(int(sys.argv[2])):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                # Blocking, so a full backlog is waited on (30 s at most), not EAGAIN.
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 30, 0))
+                s.connect(sys.argv[1])
+                held.append(s)
+            print("HELD %d" % len(held), flush=True)
+            sys.stdin.read()
+            """
+        init(uid: UInt32?, socket: String, count: Int) throws {
+            let python = ["/usr/bin/python3", "-c", Self.script, socket, "\(count)"]
+            let argv = (uid.map { BrokerServerEndToEndTests.asUID($0) } ?? []) + python
+            process.executableURL = URL(fileURLWithPath: argv[0])
+            process.arguments = Array(argv.dropFirst())
+            process.standardOutput = out
+            process.standardInput = input
+            try process.run()
+        }
+        /// The number of connections it holds once it says so (nil: it ended or said nothing in `timeout`).
+        func held(timeout: Double = 60) -> Int? {
+            final class Box: @unchecked Sendable { var line = "" }
+            let box = Box(), done = DispatchSemaphore(value: 0)
+            let handle = out.fileHandleForReading
+            DispatchQueue.global().async {
+                var data = Data()
+                while !data.contains(0x0A) { let d = handle.availableData; if d.isEmpty { break }; data.append(d) }
+                box.line = String(decoding: data, as: UTF8.self)
+                done.signal()
+            }
+            guard done.wait(timeout: .now() + timeout) == .success else { return nil }
+            let words = box.line.split(separator: " ")
+            return words.first == "HELD" ? Int(words[1].trimmingCharacters(in: .whitespacesAndNewlines)) : nil
+        }
+        deinit {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+        }
+    }
+
+    /// A connection from this process (SO_SNDTIMEO bounds connect(2) on a full backlog).
+    static func connectUnix(_ path: String, timeout: Int = 10) -> Int32? {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var tv = timeval(tv_sec: timeout, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in for (i, b) in path.utf8.enumerated() { raw[i] = b } }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if rc != 0 { close(fd); return nil }
+        return fd
+    }
+
+    /// One `GET path` on a new connection from this process; the status, or -1 when no answer
+    /// came within `timeout` seconds (connect and answer each).
+    static func rawGet(_ socketPath: String, _ path: String, timeout: Int) -> Int {
+        guard let fd = connectUnix(socketPath, timeout: timeout) else { return -1 }
+        defer { close(fd) }
+        let request = Array("GET \(path) HTTP/1.1\r\nConnection: close\r\n\r\n".utf8)
+        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else { return -1 }
+        var answer: [UInt8] = [], buf = [UInt8](repeating: 0, count: 4096)
+        while !answer.contains(0x0A) {
+            let n = recv(fd, &buf, buf.count, 0)
+            if n <= 0 { break }
+            answer += buf[0..<n]
+        }
+        let words = String(decoding: answer, as: UTF8.self).split(separator: " ")
+        return words.count > 1 ? Int(words[1]) ?? -1 : -1
+    }
+
+    /// Room in this process for `n` more descriptors.
+    static func raiseDescriptorLimit() {
+        var l = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &l)
+        l.rlim_cur = l.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &l)
+    }
+
+    /// The broker of `w` with its socket connectable by everyone (the peer check is the gate).
+    static func worldConnectable(_ w: World) throws -> LiveRun {
+        chmod(w.sandbox.root, 0o755)
+        chmod(w.socketDir, 0o755)
+        let broker = try w.serve()
+        chmod(w.socket, 0o666)
+        return broker
+    }
+
+    /// While uid 65534 holds `count` connections, 100 GETs of the owner are each answered 200
+    /// within 3 s (the old broker read every head, a refused one's too, for up to 5 s on one of
+    /// 128 threads: the owner waited behind them). Every refused connection is accounted for in
+    /// the audit: at most 10 lines per second, the rest in the summary lines.
+    static func refusedUIDCannotStarveTheOwner(count: Int) throws {
+        guard geteuid() == 0, FileManager.default.isExecutableFile(atPath: setpriv) else {
+            Issue.record("needs root and setpriv to hold connections as nobody"); return
+        }
+        let w = try World()
+        let broker = try worldConnectable(w)
+        #expect(w.sandbox.run(["get"]).status == 0) // the access cache is warm
+        let holder = try Holder(uid: 65534, socket: w.socket, count: count)
+        #expect(holder.held() == count)
+        var statuses: [Int] = []
+        for _ in 0..<100 { statuses.append(rawGet(w.socket, "/v1/token", timeout: 3)) }
+        #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses.filter { $0 != 200 }.count) of 100 not answered 200 within 3 s")
+        #expect(w.stop() == 0)
+        let lines = broker.stderr.split(separator: "\n").map(String.init)
+        let refused = lines.filter { $0.hasPrefix("chatgpt-credential: broker: 20") && $0.contains(" uid=65534 ") }
+        #expect(refused.allSatisfy { $0.hasSuffix(" path=- profile=- status=403 peer_refused") }, "\(refused.prefix(3))")
+        let perSecond = Dictionary(grouping: refused) { $0.dropFirst("chatgpt-credential: broker: ".count).prefix(20) }
+        #expect(perSecond.values.allSatisfy { $0.count <= 10 }, "\(perSecond.mapValues(\.count))")
+        let summaries = lines.compactMap { line -> Int? in
+            guard line.hasSuffix(" more refused connections not logged (uid 65534)") else { return nil }
+            return Int(line.dropFirst("chatgpt-credential: broker: ".count).split(separator: " ")[0])
+        }
+        #expect(refused.count + summaries.reduce(0, +) == count, "\(refused.count) lines + \(summaries) summarised")
+        #expect(!summaries.isEmpty)
+    }
+
+    @Test func aRefusedUIDHolding200ConnectionsStarvesNobody() throws {
+        try Self.refusedUIDCannotStarveTheOwner(count: 200)
+    }
+
+    /// 300 idle connections of the owner (more than the old broker's 128 threads) and 100 GETs
+    /// on new connections: each answered 200 within 3 s, and the idle ones are still open.
+    static func idleOwnerConnectionsDelayNobody(idle: Int) throws {
+        raiseDescriptorLimit()
+        let w = try World()
+        try w.serve()
+        #expect(w.sandbox.run(["get"]).status == 0)
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        for _ in 0..<idle { if let fd = connectUnix(w.socket) { held.append(fd) } }
+        #expect(held.count == idle)
+        var statuses: [Int] = []
+        for _ in 0..<100 { statuses.append(rawGet(w.socket, "/v1/token", timeout: 3)) }
+        #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses.filter { $0 != 200 }.count) of 100 not answered 200 within 3 s")
+        // A kept-alive idle connection is answered when it asks.
+        if let fd = held.last { // the newest: never the one a uid at its cap loses
+            let request = Array("GET /v1/health HTTP/1.1\r\n\r\n".utf8)
+            #expect(request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == request.count)
+            var buf = [UInt8](repeating: 0, count: 512)
+            let n = recv(fd, &buf, buf.count, 0)
+            #expect(n > 0 && String(decoding: buf[0..<max(n, 0)], as: UTF8.self).hasPrefix("HTTP/1.1 200 "))
+        }
+    }
+
+    @Test func threeHundredIdleOwnerConnectionsDelayNobody() throws {
+        try Self.idleOwnerConnectionsDelayNobody(idle: 300)
+    }
+
+    // MARK: the socket it removes is its own
+
+    @Test func anOverlappingRestartLeavesTheNewBrokersSocket() throws {
+        let w = try World()
+        let a = try w.serve()
+        #expect(unlink(w.socket) == 0)
+        let b = try LiveRun(w.sandbox, ["serve", "--socket", w.socket])
+        #expect(b.waitFor("broker listening on", timeout: 20), "\(b.stderr)")
+        kill(a.process.processIdentifier, SIGTERM)
+        #expect(a.wait(timeout: 10) == 0)
+        var st = stat()
+        #expect(lstat(w.socket, &st) == 0, "the older broker removed the newer one's socket")
+        #expect(w.curl("/v1/health").status == 200)
+        kill(b.process.processIdentifier, SIGTERM)
+        #expect(b.wait(timeout: 10) == 0)
+        #expect(lstat(w.socket, &st) != 0, "the newer broker left its own socket")
+    }
+
+    @Test func aRelativeSocketAndTheOverflowUIDAreExit2() throws {
+        let w = try World()
+        let relative = w.sandbox.run(["serve", "--socket", "relative.sock", "--idle-exit", "1"])
+        #expect(relative.status == 2, "\(relative.stderr)")
+        #expect(relative.stderr.split(separator: "\n").count == 1 && relative.stderr.contains("absolute path"), "\(relative.stderr)")
+        for uid in ["65534", String(BrokerServerEndToEndTests.overflowUID())] {
+            let overflow = w.sandbox.run(["serve", "--socket", w.socket, "--idle-exit", "1", "--allow-uid", uid])
+            #expect(overflow.status == 2, "\(overflow.stderr)")
+            #expect(overflow.stderr.split(separator: "\n").count == 1 && overflow.stderr.contains("overflow uid"), "\(overflow.stderr)")
+        }
+        var st = stat()
+        #expect(lstat(w.socket, &st) != 0)
+    }
+
+    static func overflowUID() -> UInt32 {
+        let text = (try? String(contentsOfFile: "/proc/sys/kernel/overflowuid", encoding: .utf8)) ?? "65534"
+        return UInt32(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 65534
+    }
+
+    static let getfacl = "/usr/bin/getfacl"
+
+    @Test func allowUIDGivesThatUserAnACLAndAnAnswer() throws {
+        guard geteuid() == 0, FileManager.default.isExecutableFile(atPath: Self.setpriv),
+              FileManager.default.isExecutableFile(atPath: Self.getfacl) else {
+            Issue.record("needs root, setpriv and getfacl (Debian package acl)"); return
+        }
+        let w = try World()
+        chmod(w.sandbox.root, 0o755)
+        chmod(w.socketDir, 0o755)
+        let broker = try w.serve(["--allow-uid", "4242", "--allow-uid", "4343"])
+        let facl = Harness.run(Self.getfacl, ["-n", "-p", w.socket], env: w.sandbox.env)
+        let said = broker.stderr.split(separator: "\n").filter { $0.contains("may connect") }
+        #expect(said.count == 1, "\(broker.stderr)")
+        if said.first?.contains("mode 0666") == true {
+            // A filesystem without ACLs: the socket is 0666, the peer check is the gate.
+            var st = stat()
+            #expect(lstat(w.socket, &st) == 0 && st.st_mode & 0o777 == 0o666)
+        } else {
+            #expect(said.first?.contains("an ACL on \(w.socket)") == true, "\(broker.stderr)")
+            for entry in ["user::rw-", "user:4242:rw-", "user:4343:rw-", "group::---", "mask::rw-", "other::---"] {
+                #expect(facl.stdout.contains(entry + "\n"), "\(entry) not in \(facl.stdout)")
+            }
+        }
+        // No chmod: the uid named connects and is answered; another is still refused 403.
+        let ok = w.curl("/v1/token", as: Self.asUID(4242))
+        #expect(ok.status == 200, "\(ok.body) \(ok.result.stderr)")
+        #expect(Self.json(ok.body)?["access_token"] as? String == w.tokens.accessToken)
+        #expect(!broker.stderr.contains("cannot reach"), "\(broker.stderr)")
+        #expect(w.stop() == 0)
+
+        // A socket directory those users cannot search: said in one line, the directory unchanged.
+        let closed = try World()
+        chmod(closed.sandbox.root, 0o755)
+        let second = try closed.serve(["--allow-uid", "4242"])
+        let warned = second.stderr.split(separator: "\n").filter { $0.contains("cannot reach the socket") }
+        #expect(warned.count == 1 && warned.first?.contains("uid 4242") == true && warned.first?.contains(closed.socketDir + " is not searchable") == true,
+                "\(second.stderr)")
+        var st = stat()
+        #expect(lstat(closed.socketDir, &st) == 0 && st.st_mode & 0o777 == 0o700)
+        #expect(closed.curl("/v1/health", as: Self.asUID(4242)).status != 200)
+    }
+}
+
+/// The broker under load (make test-load): a refused uid holding 1,000 connections.
+@Suite(.serialized) struct LongLoadBrokerServerTests {
+    @Test func aRefusedUIDHoldingAThousandConnectionsStarvesNobody() throws {
+        try BrokerServerEndToEndTests.refusedUIDCannotStarveTheOwner(count: 1000)
+    }
+
+    @Test func aThousandIdleOwnerConnectionsDelayNobody() throws {
+        try BrokerServerEndToEndTests.idleOwnerConnectionsDelayNobody(idle: 1000)
     }
 }

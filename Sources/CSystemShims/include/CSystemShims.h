@@ -25,4 +25,10 @@ int cs_deferred_signal(void);
 /* How many windows are open (0 outside). */
 int cs_defer_signals_depth(void);
 
+/* The broker's --allow-uid (man page BROKER): lsetxattr(2) and getxattr(2) of a POSIX ACL
+   (`system.posix_acl_access`), which Glibc's Swift module does not export. -1 and errno on failure;
+   cs_getxattr returns the value's length. */
+int cs_lsetxattr(const char *path, const char *name, const void *value, unsigned long size);
+long cs_getxattr(const char *path, const char *name, void *value, unsigned long size);
+
 #endif
