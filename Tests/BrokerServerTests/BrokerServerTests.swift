@@ -381,7 +381,7 @@ import Glibc
         var st = stat()
         #expect(lstat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFSOCK && st.st_mode & 0o777 == 0o600)
         // A live broker is never replaced.
-        #expect(throws: CredentialError.self) { try BrokerListener.bind(path: path) }
+        #expect(throws: CredentialError.failure("a broker is already listening on \(path)")) { try BrokerListener.bind(path: path) }
         // Left behind by a broker that died: nothing accepts, so it is replaced.
         Glibc.close(first.fd)
         #expect(lstat(path, &st) == 0)
@@ -423,24 +423,33 @@ import Glibc
         let dir = tempDir()
         defer { _ = Harness.rm(dir) }
         symlink("/tmp/elsewhere.sock", dir + "/link.sock")
-        #expect(throws: CredentialError.self) { try BrokerListener.bind(path: dir + "/link.sock") }
+        #expect(throws: CredentialError.failure("\(dir)/link.sock exists and is not a socket of this user; not replacing it")) {
+            try BrokerListener.bind(path: dir + "/link.sock")
+        }
         #expect(FileManager.default.createFile(atPath: dir + "/file.sock", contents: Data()))
-        #expect(throws: CredentialError.self) { try BrokerListener.bind(path: dir + "/file.sock") }
+        #expect(throws: CredentialError.failure("\(dir)/file.sock exists and is not a socket of this user; not replacing it")) {
+            try BrokerListener.bind(path: dir + "/file.sock")
+        }
         #expect(FileManager.default.fileExists(atPath: dir + "/file.sock"))
         mkdir(dir + "/loose", 0o777)
         chmod(dir + "/loose", 0o777)
-        #expect(throws: CredentialError.self) { try BrokerListener.bind(path: dir + "/loose/b.sock") }
+        #expect(throws: CredentialError.storeFailure("\(dir)/loose is writable by group or others; run: chmod go-w \(dir)/loose")) {
+            try BrokerListener.bind(path: dir + "/loose/b.sock")
+        }
         // A 0755 directory of the user is fine for an explicit socket.
         mkdir(dir + "/shared", 0o755)
         try BrokerListener.bind(path: dir + "/shared/b.sock").close()
-        #expect(throws: CredentialError.self) { try BrokerListener.bind(path: dir + "/" + String(repeating: "x", count: 120)) }
+        let long = dir + "/" + String(repeating: "x", count: 120)
+        #expect(throws: CredentialError.usage("socket path too long (at most 107 bytes): \(Sanitize.line(long, limit: 120))")) {
+            try BrokerListener.bind(path: long)
+        }
     }
 
     @Test func socketActivationTakesFD3OnlyWhenItIsForThisProcess() throws {
         #expect(try BrokerListener.activated(listenPID: nil, listenFDs: nil) == nil)
         #expect(try BrokerListener.activated(listenPID: 1, listenFDs: 1) == nil)
         #expect(try BrokerListener.activated(listenPID: getpid(), listenFDs: nil) == nil)
-        #expect(throws: CredentialError.self) {
+        #expect(throws: CredentialError.usage("systemd passed 2 sockets (LISTEN_FDS); the broker takes exactly one")) {
             try BrokerListener.activated(listenPID: getpid(), listenFDs: 2)
         }
     }

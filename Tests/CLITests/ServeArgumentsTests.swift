@@ -1,6 +1,7 @@
 import Testing
 @testable import CLI
 @testable import CredentialCore
+import TestSupport
 
 /// `serve`'s options (man page BROKER): defaults, the repeatable --allow-uid, and bad values as
 /// usage errors (exit 2).
@@ -32,8 +33,8 @@ import Testing
                       ["serve", "--socket", "relative.sock"], ["serve", "--socket", "./b.sock"], ["serve", "--allow-uid", "65534"],
                       ["serve", "--json"]])
     func badValuesAreUsageErrors(_ args: [String]) {
-        #expect(throws: CredentialError.self) { try parse(args) }
-        do { _ = try parse(args) } catch let e as CredentialError { #expect(e.exitCode == 2, "\(args): \(e)") } catch { Issue.record("\(error)") }
+        let e = thrownCredentialError { _ = try parse(args) }
+        #expect(e?.exitCode == 2, "\(args): \(String(describing: e))")
     }
 
     @Test func helpNamesTheEndpointsAndOptions() throws {
