@@ -1,5 +1,6 @@
 import CredentialCore
 import SystemRuntime
+import Transport
 
 /// The broker's protocol (man page BROKER): HTTP/1.1 GET requests on three paths, answered with
 /// JSON. Both halves read this: the server parses with it, the client builds its targets from it.
@@ -235,25 +236,8 @@ extension BrokerRequest {
 
     /// `%XX` decoded; nil for a malformed escape or a decoded byte outside printable ASCII.
     static func percentDecoded<S: StringProtocol>(_ s: S) -> String? {
-        var out: [UInt8] = []
-        var it = Array(s.utf8)[...]
-        func hex(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 0x30...0x39: return c - 0x30
-            case 0x41...0x46: return c - 0x41 + 10
-            case 0x61...0x66: return c - 0x61 + 10
-            default: return nil
-            }
-        }
-        while let c = it.popFirst() {
-            if c == 0x25 {
-                guard let h = it.popFirst().flatMap(hex), let l = it.popFirst().flatMap(hex) else { return nil }
-                out.append(h << 4 | l)
-            } else {
-                out.append(c)
-            }
-        }
-        guard out.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
+        // The one percent-decoder ('+' is no space here); then printable ASCII only.
+        guard let out = FormEncoding.percentDecoded(s, plusIsSpace: false), out.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
         return String(decoding: out, as: UTF8.self)
     }
 }
