@@ -110,19 +110,25 @@ import Glibc
     /// and returns the signal that ended it (0 when it exited normally). The child does nothing
     /// but the probe (no allocation, no locks), which is what is safe after fork() in a threaded
     /// process.
-    func signalEndingChild(_ probe: () -> Void) -> Int32 {
+    /// Runs `probe` in a forked child (SIGSEGV and SIGBUS fatal, no core file), which exits with
+    /// what it returns; its wait status.
+    func childStatus(_ probe: () -> Int32) -> Int32 {
         let pid = fork()
         if pid == 0 {
             signal(SIGSEGV, SIG_DFL)
             signal(SIGBUS, SIG_DFL)
             var none = rlimit(rlim_cur: 0, rlim_max: 0)
             setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
-            probe()
-            _exit(0)
+            _exit(probe())
         }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        return status & 0x7F
+        return status
+    }
+
+    /// The signal that ended a child running `probe`; 0 when it finished.
+    func signalEndingChild(_ probe: () -> Void) -> Int32 {
+        childStatus { probe(); return 0 } & 0x7F
     }
 
     /// After a value's region is released: reading its old address faults (the pages are
@@ -130,17 +136,7 @@ import Glibc
     /// the suites run in parallel in one process — finds anything but the old secret. True when
     /// the old bytes can still be read there.
     func staleSecretReadable(at address: UnsafeRawPointer, _ secret: [UInt8]) -> Bool {
-        let pid = fork()
-        if pid == 0 {
-            signal(SIGSEGV, SIG_DFL)
-            signal(SIGBUS, SIG_DFL)
-            var none = rlimit(rlim_cur: 0, rlim_max: 0)
-            setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
-            let seen = (0..<secret.count).map { address.load(fromByteOffset: $0, as: UInt8.self) }
-            _exit(seen == secret ? 3 : 0)
-        }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let status = childStatus { (0..<secret.count).map { address.load(fromByteOffset: $0, as: UInt8.self) } == secret ? 3 : 0 }
         return status & 0x7F == 0 && (status >> 8) & 0xFF == 3
     }
 
