@@ -77,7 +77,8 @@ complete -c $c -n __chatgpt_credential_no_verb -a refresh -d 'refresh now, as ge
 complete -c $c -n __chatgpt_credential_no_verb -a exec -d 'run CMD with CHATGPT_ACCESS_TOKEN and CHATGPT_ACCOUNT_ID set'
 complete -c $c -n __chatgpt_credential_no_verb -a serve -d 'answer token requests over a UNIX socket (the broker)'
 complete -c $c -n __chatgpt_credential_no_verb -a help -d 'show help for a verb'
-complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status usage refresh exec serve help'
+complete -c $c -n __chatgpt_credential_no_verb -a version -d 'print the version'
+complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status usage refresh exec serve help version'
 
 # Global options, before or after the verb (not after the command verb's --).
 set -l g 'not __chatgpt_credential_in_exec_command'

@@ -1,7 +1,7 @@
 import CredentialCore
 import SystemRuntime
 
-/// `help [VERB]` and `--help`/`--version` (man page VERBS): the text comes from `CommandLineSpec`.
+/// `help [VERB]` and `--help` (man page VERBS): the text comes from `CommandLineSpec`.
 struct HelpCommand: Verb {
     static let spec = VerbSpec(
         name: "help", summary: "show help for a verb",
@@ -30,11 +30,6 @@ extension Runner {
         let width = console.outputWidth
         if let verb, let spec = CommandLineSpec.verb(verb) { try console.out(CommandLineSpec.verbHelp(spec, width: width)) }
         else { try console.out(CommandLineSpec.mainHelp(width: width)) }
-        return .exit(0)
-    }
-
-    func version() throws -> Outcome {
-        try console.out("\(CommandLineSpec.programName) \(CommandLineSpec.version)\n")
         return .exit(0)
     }
 }

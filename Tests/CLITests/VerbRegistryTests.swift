@@ -32,6 +32,7 @@ import Testing
         ("exec", "exec -- CMD [ARG…]"),
         ("serve", "serve [--socket PATH] [--idle-exit SECONDS] [--allow-uid UID]…"),
         ("help", "help [VERB]"),
+        ("version", "version"),
     ])
     func synopsisComesFromTheOptions(_ verb: String, _ synopsis: String) throws {
         #expect(try #require(CommandLineSpec.verb(verb)).synopsis == synopsis)

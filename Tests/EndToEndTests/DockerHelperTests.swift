@@ -112,6 +112,11 @@ import Glibc
         #expect(version.status == 0)
         #expect(version.stdout == "chatgpt-credential \(CommandLineSpec.version)\n")
         #expect(sb.runHelper(["--version"]).stdout == version.stdout)
+        // The plain protocol's verb says the same (a verb added as one file and one registry line).
+        let verb = sb.run(["version"])
+        #expect(verb.status == 0 && verb.stdout == version.stdout, "\(verb.stderr)")
+        let extra = sb.run(["version", "--json"])
+        #expect(extra.status == 2 && extra.stdout.isEmpty, "\(extra.stderr)")
 
         let unknown = docker(sb, "frobnicate", nil)
         #expect(unknown.status == 1)
