@@ -49,7 +49,8 @@ public enum RefreshResult: Equatable, Sendable {
 
 /// The start of a device-code sign-in.
 public struct DeviceCode: Equatable, Sendable {
-    public var deviceAuthId: String
+    /// With the user code, what polls for the sign-in's authorization code: a secret, never shown.
+    public var deviceAuthId: SecretToken
     public var userCode: String
     /// Seconds between polls (the issuer sends it as a number or a string).
     public var interval: Int
@@ -58,7 +59,7 @@ public struct DeviceCode: Equatable, Sendable {
     /// Seconds until the code expires, when the issuer says (`expires_in`); else 15 minutes apply.
     public var expiresIn: Int?
 
-    public init(deviceAuthId: String, userCode: String, interval: Int, verificationURL: String, expiresIn: Int? = nil) {
+    public init(deviceAuthId: SecretToken, userCode: String, interval: Int, verificationURL: String, expiresIn: Int? = nil) {
         self.deviceAuthId = deviceAuthId
         self.userCode = userCode
         self.interval = interval

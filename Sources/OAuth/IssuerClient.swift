@@ -92,7 +92,7 @@ public struct IssuerClient {
             throw CredentialError.loginFailed("the issuer refused to start a device sign-in (\(describe(answer)))")
         }
         let json = try requireJSON(answer, failure: { CredentialError.loginFailed($0) })
-        guard let id = json["device_auth_id"]?.stringValue,
+        guard let id = json["device_auth_id"]?.secretValue,
               let code = json["user_code"]?.stringValue ?? json["usercode"]?.stringValue else {
             throw CredentialError.loginFailed("the issuer's device-code answer lacks device_auth_id or user_code")
         }
@@ -110,7 +110,7 @@ public struct IssuerClient {
     /// `.loginFailed` for an unexpected refusal.
     public func pollDeviceToken(_ device: DeviceCode) throws -> DevicePoll {
         let body = JSON.serializeSecret(.object([
-            ("device_auth_id", .string(device.deviceAuthId)),
+            ("device_auth_id", .secret(device.deviceAuthId)),
             ("user_code", .string(device.userCode)),
         ]))
         let answer = try send("POST", OAuthConstants.deviceTokenPath, body: body,

@@ -73,7 +73,8 @@ import TestSupport
             #expect(v["authorization_code"] == .secret("c") && v["Secret"] == .secret("d") && v["OPENAI_API_KEY"] == .secret("k"))
             #expect(v["access_token"]?.stringValue == nil && v["s"]?.secretValue == nil)
         }
-        #expect(JSON.secretKeys == ["access_token", "refresh_token", "id_token", "authorization_code", "code_verifier", "Secret", "OPENAI_API_KEY"])
+        #expect(JSON.secretKeys == ["access_token", "refresh_token", "id_token", "authorization_code", "code_verifier", "Secret", "OPENAI_API_KEY",
+                                    "device_auth_id"])
         #expect(JSONValue.secret("x") != .string("x"))
     }
 

@@ -515,7 +515,8 @@ final class SlowTransport: HTTPTransport {
         #expect(try client.pollDeviceToken(device) == .denied(reason: "access_denied"))
         #expect(try client.pollDeviceToken(device) == .approved(authorizationCode: "ac_1", codeVerifier: "ver_1"))
         #expect(t.requests.allSatisfy { $0.url == issuerURL + "/api/accounts/deviceauth/token" })
-        #expect(t.bodies.first == .object([("device_auth_id", .string("da_1")), ("user_code", .string("AB-CD"))]))
+        // device_auth_id travels as a secret (guarded memory), the user code as text.
+        #expect(t.bodies.first == .object([("device_auth_id", .secret("da_1")), ("user_code", .string("AB-CD"))]))
     }
 
     @Test func pollIsNeverRetriedAndOutagesAreTemporary() throws {

@@ -74,6 +74,7 @@ public enum JSON {
     /// value becomes `.secret` (guarded memory), never a String.
     public static let secretKeys: Set<String> = [
         "access_token", "refresh_token", "id_token", "authorization_code", "code_verifier", "Secret", "OPENAI_API_KEY",
+        "device_auth_id",
     ]
 
     public static func parse(_ text: String, maxBytes: Int = 1 << 20) throws -> JSONValue {
