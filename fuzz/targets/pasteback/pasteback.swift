@@ -14,7 +14,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         if let code = cb.code { require(Sanitize.isTokenSafe(code) && code.utf8.count <= 2048, "unsafe code accepted") }
         if let refusal = cb.refusal { requireCleanError(refusal) }
     } catch {
-        requireCleanError(error)
+        // A bad paste is a typed cause (PasteBackFlow.BadPaste); what it reports must be one clean line.
+        requireCleanError(error.error(.default))
+        require(!error.retryReason.isEmpty, "a bad paste with no reason to ask again")
     }
     return 0
 }
