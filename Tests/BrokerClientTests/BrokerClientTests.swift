@@ -33,13 +33,7 @@ final class CannedBroker: @unchecked Sendable {
         Thread.detachNewThread { [self] in
             let c = accept(fd, nil, nil)
             guard c >= 0 else { done.signal(); return }
-            var got: [UInt8] = []
-            var buf = [UInt8](repeating: 0, count: 4096)
-            while !got.suffix(4).elementsEqual([13, 10, 13, 10]) {
-                let n = read(c, &buf, buf.count)
-                if n <= 0 { break }
-                got += buf[0..<n]
-            }
+            let got = readRequestHead(c)
             request = String(decoding: got, as: UTF8.self)
             if let reply {
                 // Three pieces with pauses: the client must put the answer together.
@@ -51,6 +45,7 @@ final class CannedBroker: @unchecked Sendable {
                 if closeAfter { close(c) }
             } else {
                 // Never answer: wait until the client gives up and closes.
+                var buf = [UInt8](repeating: 0, count: 4096)
                 while read(c, &buf, buf.count) > 0 {}
                 close(c)
             }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import CLI
 @testable import Broker
 @testable import CredentialCore
@@ -34,13 +35,7 @@ final class LyingBroker: @unchecked Sendable {
             while true {
                 let c = accept(fd, nil, nil)
                 if c < 0 { if errno == EINTR { continue } else { break } }
-                var got: [UInt8] = []
-                var buf = [UInt8](repeating: 0, count: 4096)
-                while !got.suffix(4).elementsEqual([13, 10, 13, 10]) {
-                    let n = read(c, &buf, buf.count)
-                    if n <= 0 { break }
-                    got += buf[0..<n]
-                }
+                let got = readRequestHead(c)
                 var off = 0
                 while off < reply.count {
                     let n = reply[off...].withUnsafeBytes { send(c, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -321,13 +322,7 @@ import Glibc
         var p = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
         if client.process.isRunning, poll(&p, 1, 10_000) == 1 {
             let c = accept(listener, nil, nil)
-            var got: [UInt8] = []
-            var buf = [UInt8](repeating: 0, count: 4096)
-            while !got.suffix(4).elementsEqual([13, 10, 13, 10]) {
-                let n = read(c, &buf, buf.count)
-                if n <= 0 { break }
-                got += buf[0..<n]
-            }
+            let got = readRequestHead(c)
             let expires = ISO8601DateFormatter().string(from: Date().addingTimeInterval(3600))
             let body = #"{"access_token":"eyJ.backlog-token","account_id":"acct-1","expires_at":"\#(expires)","email":"a@example.com","plan":"plus"}"#
             let reply = Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
