@@ -85,7 +85,7 @@ public enum ArgumentParser {
                     continue
                 }
                 // A verb option: only valid once the verb is known (plain protocol).
-                guard let v = verb, globals.wire == .plain, let vspec = verbSpec,
+                guard verb != nil, globals.wire == .plain, let vspec = verbSpec,
                       let spec = vspec.options.first(where: { $0.long == name }) else {
                     if let v = verb, globals.wire == .plain, verbSpec != nil {
                         throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))' for '\(v)'" + Suggestion.forOption(name, verb: v), namesItsHelp: true)

@@ -40,7 +40,7 @@ import Glibc
             p.environment = sandbox.env
             p.standardInput = FileHandle.nullDevice
             p.standardOutput = FileHandle.nullDevice
-            FileManager.default.createFile(atPath: serveLog, contents: nil)
+            _ = FileManager.default.createFile(atPath: serveLog, contents: nil)
             p.standardError = FileHandle(forWritingAtPath: serveLog)
             try p.run()
             serve = p
@@ -322,7 +322,7 @@ import Glibc
         var p = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
         if client.process.isRunning, poll(&p, 1, 10_000) == 1 {
             let c = accept(listener, nil, nil)
-            let got = readRequestHead(c)
+            _ = readRequestHead(c) // the request, then the answer
             let expires = ISO8601DateFormatter().string(from: Date().addingTimeInterval(3600))
             let body = #"{"access_token":"eyJ.backlog-token","account_id":"acct-1","expires_at":"\#(expires)","email":"a@example.com","plan":"plus"}"#
             let reply = Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)

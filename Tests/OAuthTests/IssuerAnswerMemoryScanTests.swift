@@ -287,7 +287,7 @@ final class BuiltAnswers: HTTPTransport {
 
     @Test func aRefreshAnswerLeavesNoCopyOfItsTokens() throws {
         let access = Needle(), refresh = Needle(), id = Needle()
-        try exercise {
+        exercise {
             let transport = BuiltAnswers([{ BuiltAnswers.json([("access_token", access), ("refresh_token", refresh), ("id_token", id)]) }])
             let client = IssuerClient(config: config, transport: transport, retry: .none)
             let old = TokenDocument(accessToken: "at_old", refreshToken: "rt_old", accountId: "acct")
