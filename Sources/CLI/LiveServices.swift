@@ -13,7 +13,7 @@ extension Services {
         let paths = settings.paths
         let bus = settings.sessionBus
         let issuer = settings.issuer
-        // The stores are built by the owner's module (ARCHITECTURE.md, "The one owner").
+        // The stores are built by the owner's module (ARCHITECTURE.md, "Rules of thumb").
         let stores = LiveStores(paths: paths, passphraseFile: settings.passphraseFile,
                                 bus: bus, dbusTimeout: settings.dbusTimeout,
                                 prompt: { TerminalPassphrasePrompt() })

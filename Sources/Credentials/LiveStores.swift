@@ -6,8 +6,8 @@ import Stores
 import Glibc
 #endif
 
-/// The real stores, built here in the owner's module and nowhere else (ARCHITECTURE.md, "The one
-/// owner"): the command line hands over the typed settings it has (never the environment) and
+/// The real stores, built here in the owner's module and nowhere else (ARCHITECTURE.md, "Rules of
+/// thumb"): the command line hands over the typed settings it has (never the environment) and
 /// gets back a selector, the Secret Service lookup of another program's secret and the file
 /// store's read checks; it names no store type, and its build cannot import `Stores`.
 public struct LiveStores {
