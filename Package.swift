@@ -16,23 +16,34 @@ let libsecretIncludes = [
     "/usr/lib64/glib-2.0/include", "/usr/lib/glib-2.0/include",
 ]
 
+// Who may import Stores (ARCHITECTURE.md, "Rules of thumb"): the owner's module and the tests.
+// Stores is compiled with `-allowable-client` for each, so the compiler refuses `import Stores`
+// in any other module: CLI, which reaches the read half through Credentials' re-export, cannot
+// say `@_spi(CredentialOwner) import Stores` and write a store (scripts/check-owner-seal).
+// SwiftPM's --explicit-target-dependency-import-check cannot do this: it accepts any module a
+// target depends on indirectly.
+let storesClients = ["Credentials", "TestSupport", "StoresTests", "CredentialsTests", "CLITests", "EndToEndTests"]
+
 // The module graph (ARCHITECTURE.md): each module imports only the ones listed as its dependencies.
 //   Secrets           <- CSodium                       SecretBytes; libsodium base64, SHA-256, randomness, compare
 //   Age               <- Secrets, CSodium               age v1 format and crypto (reusable on its own)
 //   CredentialCore    <- Secrets                       the model: errors + exit codes, TokenDocument, JWT, JSON, clock
 //   SystemRuntime     <- CredentialCore, CSystemShims  what talks to the OS: files, locks, deadlines, signals, processes, console
-//   Stores            <- CredentialCore, SystemRuntime, Age, CLibSecret(Loader)   Secret Service, age file, auto selector
+//   Stores            <- CredentialCore, SystemRuntime, Age, CLibSecret(Loader)   Secret Service, age file, auto selector;
+//                                                    importable only by Credentials and the tests (storesClients)
 //   Transport         <- CredentialCore, SystemRuntime, Secrets, CCurlShim         HTTP types, libcurl, retries, loopback server
 //   OAuth             <- CredentialCore, Transport, Secrets                        the issuer's wire client
 //   UsageBackend      <- CredentialCore, OAuth, Transport, Secrets                 the backend's usage endpoint
 //   SignIn            <- CredentialCore, SystemRuntime, OAuth, Transport, Secrets  device code, browser, paste-back flows
 //   HelperProtocols   <- CredentialCore, Secrets       git and docker wire formats, Codex import, host rule
 //   AccessCache       <- CredentialCore, SystemRuntime, Secrets, CKeyring          the access cache in the kernel's user keyring
-//   Credentials       <- CredentialCore, SystemRuntime, Stores, OAuth the one owner of every change to a credential;
-//                                                    re-exports the stores' read half (the write half is
+//   Credentials       <- CredentialCore, SystemRuntime, Stores, OAuth, AccessCache, Secrets   the one owner of every
+//                                                    change to a credential; builds the stores (LiveStores) and
+//                                                    re-exports their read half (the write half is
 //                                                    @_spi(CredentialOwner), seen by CredentialTransaction only)
 //   Broker            <- CredentialCore, SystemRuntime, Transport, Secrets        the broker's socket, HTTP framing, peer check, client
-//   CLI               <- all of the above but Stores   the command line, verbs, output formats
+//   CLI               <- all of the above but Stores   the command line, verbs, output formats (hands
+//                                                    Credentials the stores' settings; cannot import Stores)
 //   chatgpt-credential <- CLI                          argv -> Invocation -> Runner -> exit
 //   CommandLineDocs   <- CLI, HelperProtocols          the completions and the man page's generated regions (make docs)
 //   ccred-docs        <- CommandLineDocs               make docs: writes them (not installed)
@@ -71,7 +82,8 @@ let package = Package(
         .target(
             name: "Stores",
             dependencies: ["CredentialCore", "SystemRuntime", "Age", "Secrets", "CLibSecret", "CLibSecretLoader"],
-            swiftSettings: [.unsafeFlags(libsecretIncludes.flatMap { ["-Xcc", "-I" + $0] })]
+            swiftSettings: [.unsafeFlags(libsecretIncludes.flatMap { ["-Xcc", "-I" + $0] }
+                                         + storesClients.flatMap { ["-Xfrontend", "-allowable-client", "-Xfrontend", $0] })]
         ),
         // The HTTP transport: request/response types, libcurl (dlopen()ed), retries, the loopback server.
         .target(name: "Transport", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CCurlShim"]),
@@ -83,7 +95,7 @@ let package = Package(
         .target(name: "SignIn", dependencies: ["CredentialCore", "SystemRuntime", "OAuth", "Transport", "Secrets"]),
         .target(name: "HelperProtocols", dependencies: ["CredentialCore", "Secrets"]),
         .target(name: "AccessCache", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CKeyring"]),
-        .target(name: "Credentials", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "AccessCache"]),
+        .target(name: "Credentials", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "AccessCache", "Secrets"]),
         // The broker's socket, HTTP/1.1 framing, peer check and client (no policy: the CLI answers).
         .target(name: "Broker", dependencies: ["CredentialCore", "SystemRuntime", "Transport", "Secrets", "CSystemShims"]),
         .target(

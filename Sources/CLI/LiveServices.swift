@@ -5,38 +5,22 @@ import OAuth
 import HelperProtocols
 import Credentials
 import Secrets
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// The real wiring: Secret Service through libsecret, the age file store, the issuer over HTTPS.
 extension Services {
     public static func live(settings: Settings, console: Console) -> Services {
         // Each store is handed its typed settings, never the environment.
         let paths = settings.paths
-        let passphraseFile = settings.passphraseFile
         let bus = settings.sessionBus
-        let dbusTimeout = settings.dbusTimeout
         let issuer = settings.issuer
+        // The stores are built by the owner's module (ARCHITECTURE.md, "Rules of thumb").
+        let stores = LiveStores(paths: paths, passphraseFile: settings.passphraseFile,
+                                bus: bus, dbusTimeout: settings.dbusTimeout,
+                                prompt: { TerminalPassphrasePrompt() })
         var services = Services(
             settings: settings,
             paths: paths,
-            makeSelector: { g in
-                StoreSelector(
-                    choice: g.store,
-                    secretService: { SecretServiceStore(bus: bus, timeout: dbusTimeout) },
-                    file: {
-                        AgeFileStore(paths: paths, passphraseFile: passphraseFile,
-                                     prompt: g.nonInteractive ? nil : TerminalPassphrasePrompt())
-                    },
-                    fileHolds: { profile in
-                        // One lstat: whether the encrypted file exists decides where auto looks.
-                        guard let path = paths.encryptedFile(for: profile) else { return false }
-                        var st = stat()
-                        return lstat(path, &st) == 0
-                    },
-                    probe: { SecretServiceStore.probe(bus: bus, timeout: dbusTimeout) })
-            },
+            makeSelector: { g in stores.selector(choice: g.store, nonInteractive: g.nonInteractive) },
             makeRefresher: { _ in IssuerClient(config: try issuer.get()) },
             revoke: { _, refreshToken in
                 do {
@@ -51,7 +35,7 @@ extension Services {
             // Tuning for tests and slow machines: how long a waiting `get` queues behind another
             // process's refresh before exit 4 (default 60 s).
             lockTimeout: settings.lockTimeout ?? 60)
-        services.lookupForeignSecret = { attributes in try SecretServiceStore(bus: bus, timeout: dbusTimeout).lookup(attributes: attributes) }
+        services.lookupForeignSecret = { attributes in try stores.lookupForeignSecret(attributes: attributes) }
         services.makeCache = { g in
             // The kernel keeps a user keyring per user namespace: an entry made in another one
             // could not be revoked by a change made on the host (man page ACCESS CACHE).
@@ -72,11 +56,9 @@ extension Services {
                 case .secretService: return StoreIdentity.secretService(bus: bus)
                 }
             }, storeCheck: { kind, profile in
-                // The store's own checks (AgeFileStore.passesReadChecks): a refusal is a miss, and
-                // the read then reports it.
+                // The store's own checks: a refusal is a miss, and the read then reports it.
                 guard kind == .file else { return true }
-                let file = AgeFileStore(paths: paths, passphraseFile: nil, prompt: nil)
-                return (try? file.passesReadChecks(profile)) == true
+                return stores.fileStorePassesReadChecks(profile)
             })
         }
         return services

@@ -74,8 +74,7 @@ extension Runner {
     /// for another store or when it cannot be told: `status` names it because a collection that
     /// lives only in memory loses the credential when the keyring daemon restarts.
     private func collection(of profile: Profile, in store: CredentialStore) -> String? {
-        guard let secretService = store as? SecretServiceStore else { return nil }
-        return try? secretService.collection(of: profile)
+        try? store.collection(of: profile)
     }
 
     private func statusOfAll(_ g: GlobalOptions, json: Bool, now: Int64) throws -> Outcome {

@@ -137,7 +137,7 @@ struct StatusReport {
         s += "  profile:  \(profile)\n"
         if let store { s += "  store:    \(store.rawValue)\n" }
         if let collection {
-            let memoryOnly = SecretServiceStore.isDurable(collection: collection) ? "" : " (in memory only: lost when the keyring daemon restarts)"
+            let memoryOnly = StoreCollection.isDurable(collection) ? "" : " (in memory only: lost when the keyring daemon restarts)"
             s += "  collection: \(Sanitize.line(collection))\(memoryOnly)\n"
         }
         s += "  expires:  \(Clock.rfc3339(d.expiresAt)) (\(TimeSpan.expiry(d.expiresAt - now)))\n"

@@ -26,8 +26,8 @@ extension Runner {
         switch command.verb?.keyringAdvice ?? .none {
         case .keepInTheFile: hint = "; or add --store file to keep the credential in the encrypted file"
         case .useTheFileCopy:
-            let file = services.makeSelector(g).store(of: .file) as? AgeFileStore
-            guard let path = file?.path(for: g.profile), access(path, F_OK) == 0 else { return e }
+            let file = services.makeSelector(g).store(of: .file)
+            guard let path = file.path(for: g.profile), access(path, F_OK) == 0 else { return e }
             hint = "; or use --store file, which holds this profile"
         case .none: return e
         }

@@ -28,6 +28,13 @@ public protocol CredentialStore: AnyObject {
     func version(_ profile: Profile) throws -> [UInt8]?
     /// True when reading the profile costs far more than a cache lookup (see the extension).
     func isExpensiveToRead(_ profile: Profile) -> Bool
+    /// The file that holds (or would hold) the profile's secret, or nil for a store that keeps
+    /// none (see the extension): what `--store file` advice checks for (man page, STORES).
+    func path(for profile: Profile) -> String?
+    /// The D-Bus object path of the Secret Service collection holding the profile's item, or nil
+    /// for a store without collections (see the extension); `StoreCollection.isDurable` says
+    /// whether it outlives the keyring daemon. For `status`.
+    func collection(of profile: Profile) throws -> String?
 }
 
 extension CredentialStore {
@@ -35,6 +42,21 @@ extension CredentialStore {
     /// ~0.7 s and 268 MB): then a crowd of cold `get`s waits for one process to fill the access
     /// cache instead of each reading the store.
     public func isExpensiveToRead(_ profile: Profile) -> Bool { false }
+    /// Default: nil, no file (the Secret Service, a test double).
+    public func path(for profile: Profile) -> String? { nil }
+    /// Default: nil, no collections (the file store, a test double).
+    public func collection(of profile: Profile) throws -> String? { nil }
+}
+
+/// A Secret Service collection, by its D-Bus object path (`CredentialStore.collection(of:)`).
+public enum StoreCollection {
+    /// gnome-keyring's collection that lives only in the daemon's memory; a headless daemon
+    /// without a login keyring may make it the default.
+    public static let inMemory = "/org/freedesktop/secrets/collection/session"
+
+    /// False for a collection whose items are lost when the keyring daemon restarts (man page,
+    /// STORES): under `auto` nothing new is stored there, and `status` says so.
+    public static func isDurable(_ path: String) -> Bool { path != inMemory }
 }
 
 /// The write half of a store, seen only by the owner's transaction (see `CredentialStore`).

@@ -258,13 +258,8 @@ public final class SecretServiceStore: CredentialStore {
 
     // MARK: Durability
 
-    /// gnome-keyring's collection that lives only in the daemon's memory; a headless daemon
-    /// without a login keyring may make it the default.
-    public static let inMemoryCollection = "/org/freedesktop/secrets/collection/session"
-
-    /// False for a collection whose items are lost when the keyring daemon restarts (man page,
-    /// STORES): under `auto` nothing new is stored there.
-    public static func isDurable(collection path: String) -> Bool { path != inMemoryCollection }
+    /// `StoreCollection.isDurable`.
+    public static func isDurable(collection path: String) -> Bool { StoreCollection.isDurable(path) }
 
     /// The D-Bus object path of the collection holding the profile's item (the first unlocked
     /// match, else the first locked one), or nil when there is none. One SearchItems; for `status`.

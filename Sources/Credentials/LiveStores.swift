@@ -1,0 +1,63 @@
+import CredentialCore
+import SystemRuntime
+import Secrets
+import Stores
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The real stores, built here in the owner's module and nowhere else (ARCHITECTURE.md, "Rules of
+/// thumb"): the command line hands over the typed settings it has (never the environment) and
+/// gets back a selector, the Secret Service lookup of another program's secret and the file
+/// store's read checks; it names no store type, and its build cannot import `Stores`.
+public struct LiveStores {
+    let paths: Paths
+    let passphraseFile: String?
+    let bus: SessionBus
+    let dbusTimeout: Double?
+    let prompt: () -> PassphrasePrompt
+
+    /// `prompt`: how to ask for a passphrase, made each time a file store is, and only when
+    /// someone may be asked (see `selector`).
+    public init(paths: Paths, passphraseFile: String?, bus: SessionBus, dbusTimeout: Double?,
+                prompt: @escaping () -> PassphrasePrompt) {
+        self.paths = paths
+        self.passphraseFile = passphraseFile
+        self.bus = bus
+        self.dbusTimeout = dbusTimeout
+        self.prompt = prompt
+    }
+
+    /// The stores `choice` selects from (man page, STORES). `nonInteractive`: the file store asks
+    /// nobody for a passphrase (`--non-interactive`).
+    public func selector(choice: StoreChoice, nonInteractive: Bool) -> StoreSelector {
+        let paths = paths, passphraseFile = passphraseFile, bus = bus, dbusTimeout = dbusTimeout, prompt = prompt
+        return StoreSelector(
+            choice: choice,
+            secretService: { SecretServiceStore(bus: bus, timeout: dbusTimeout) },
+            file: {
+                AgeFileStore(paths: paths, passphraseFile: passphraseFile,
+                             prompt: nonInteractive ? nil : prompt())
+            },
+            fileHolds: { profile in
+                // One lstat: whether the encrypted file exists decides where auto looks.
+                guard let path = paths.encryptedFile(for: profile) else { return false }
+                var st = stat()
+                return lstat(path, &st) == 0
+            },
+            probe: { SecretServiceStore.probe(bus: bus, timeout: dbusTimeout) })
+    }
+
+    /// Another program's secret in the Secret Service, by its attributes (the Codex keyring
+    /// import), or nil when there is none.
+    public func lookupForeignSecret(attributes: [(String, String)]) throws -> SecretBytes? {
+        try SecretServiceStore(bus: bus, timeout: dbusTimeout).lookup(attributes: attributes)
+    }
+
+    /// The file store's own checks (`AgeFileStore.passesReadChecks`), for the access cache: a
+    /// refusal is false, a miss, and the read then reports it (man page ACCESS CACHE).
+    public func fileStorePassesReadChecks(_ profile: Profile) -> Bool {
+        let file = AgeFileStore(paths: paths, passphraseFile: nil, prompt: nil)
+        return (try? file.passesReadChecks(profile)) == true
+    }
+}
