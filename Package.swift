@@ -36,6 +36,10 @@ let libsecretIncludes = [
 //   chatgpt-credential <- CLI                          argv -> Invocation -> Runner -> exit
 //   CommandLineDocs   <- CLI, HelperProtocols          the completions and the man page's generated regions (make docs)
 //   ccred-docs        <- CommandLineDocs               make docs: writes them (not installed)
+// Swift 6 language mode (strict concurrency checking), target by target while the package default
+// is still Swift 5 (issue 30, item 3).
+let swift6: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
 let package = Package(
     name: "chatgpt-credential",
     products: [
@@ -64,28 +68,28 @@ let package = Package(
         // add_key(2) and keyctl(2), which glibc does not wrap (syscall(2) is variadic).
         .target(name: "CKeyring"),
 
-        .target(name: "Secrets", dependencies: ["CSodium"]),
-        .target(name: "Age", dependencies: ["Secrets", "CSodium"]),
-        .target(name: "CredentialCore", dependencies: ["Secrets"]),
-        .target(name: "SystemRuntime", dependencies: ["CredentialCore", "Secrets", "CSystemShims"]),
+        .target(name: "Secrets", dependencies: ["CSodium"], swiftSettings: swift6),
+        .target(name: "Age", dependencies: ["Secrets", "CSodium"], swiftSettings: swift6),
+        .target(name: "CredentialCore", dependencies: ["Secrets"], swiftSettings: swift6),
+        .target(name: "SystemRuntime", dependencies: ["CredentialCore", "Secrets", "CSystemShims"], swiftSettings: swift6),
         .target(
             name: "Stores",
             dependencies: ["CredentialCore", "SystemRuntime", "Age", "Secrets", "CLibSecret", "CLibSecretLoader"],
             swiftSettings: [.unsafeFlags(libsecretIncludes.flatMap { ["-Xcc", "-I" + $0] })]
         ),
         // The HTTP transport: request/response types, libcurl (dlopen()ed), retries, the loopback server.
-        .target(name: "Transport", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CCurlShim"]),
+        .target(name: "Transport", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CCurlShim"], swiftSettings: swift6),
         // The issuer's wire client: its calls, answers, configuration and constants, PKCE.
-        .target(name: "OAuth", dependencies: ["CredentialCore", "Transport", "Secrets"]),
+        .target(name: "OAuth", dependencies: ["CredentialCore", "Transport", "Secrets"], swiftSettings: swift6),
         // The ChatGPT backend's usage endpoint and its answer.
-        .target(name: "UsageBackend", dependencies: ["CredentialCore", "OAuth", "Transport", "Secrets"]),
+        .target(name: "UsageBackend", dependencies: ["CredentialCore", "OAuth", "Transport", "Secrets"], swiftSettings: swift6),
         // The terminal sign-in flows (device code, browser, paste-back); they report through a presenter.
-        .target(name: "SignIn", dependencies: ["CredentialCore", "SystemRuntime", "OAuth", "Transport", "Secrets"]),
-        .target(name: "HelperProtocols", dependencies: ["CredentialCore", "Secrets"]),
-        .target(name: "AccessCache", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CKeyring"]),
+        .target(name: "SignIn", dependencies: ["CredentialCore", "SystemRuntime", "OAuth", "Transport", "Secrets"], swiftSettings: swift6),
+        .target(name: "HelperProtocols", dependencies: ["CredentialCore", "Secrets"], swiftSettings: swift6),
+        .target(name: "AccessCache", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CKeyring"], swiftSettings: swift6),
         .target(name: "Credentials", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "AccessCache"]),
         // The broker's socket, HTTP/1.1 framing, peer check and client (no policy: the CLI answers).
-        .target(name: "Broker", dependencies: ["CredentialCore", "SystemRuntime", "Transport", "Secrets", "CSystemShims"]),
+        .target(name: "Broker", dependencies: ["CredentialCore", "SystemRuntime", "Transport", "Secrets", "CSystemShims"], swiftSettings: swift6),
         .target(
             name: "CLI",
             dependencies: ["CredentialCore", "SystemRuntime", "OAuth", "UsageBackend", "SignIn", "HelperProtocols", "Credentials", "AccessCache", "Broker", "Secrets", "CSystemShims"]
