@@ -75,7 +75,7 @@ let package = Package(
         .target(
             name: "Stores",
             dependencies: ["CredentialCore", "SystemRuntime", "Age", "Secrets", "CLibSecret", "CLibSecretLoader"],
-            swiftSettings: [.unsafeFlags(libsecretIncludes.flatMap { ["-Xcc", "-I" + $0] })]
+            swiftSettings: swift6 + [.unsafeFlags(libsecretIncludes.flatMap { ["-Xcc", "-I" + $0] })]
         ),
         // The HTTP transport: request/response types, libcurl (dlopen()ed), retries, the loopback server.
         .target(name: "Transport", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CCurlShim"], swiftSettings: swift6),
