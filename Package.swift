@@ -87,7 +87,7 @@ let package = Package(
         .target(name: "SignIn", dependencies: ["CredentialCore", "SystemRuntime", "OAuth", "Transport", "Secrets"], swiftSettings: swift6),
         .target(name: "HelperProtocols", dependencies: ["CredentialCore", "Secrets"], swiftSettings: swift6),
         .target(name: "AccessCache", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CKeyring"], swiftSettings: swift6),
-        .target(name: "Credentials", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "AccessCache"]),
+        .target(name: "Credentials", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "AccessCache"], swiftSettings: swift6),
         // The broker's socket, HTTP/1.1 framing, peer check and client (no policy: the CLI answers).
         .target(name: "Broker", dependencies: ["CredentialCore", "SystemRuntime", "Transport", "Secrets", "CSystemShims"], swiftSettings: swift6),
         .target(
