@@ -96,31 +96,32 @@ let package = Package(
             swiftSettings: swift6
         ),
         // argv -> Invocation -> run -> exit code.
-        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "SystemRuntime", "Secrets", "CSystemShims"]),
+        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "SystemRuntime", "Secrets", "CSystemShims"], swiftSettings: swift6),
         // The completions and the man page's synopsis and option lists, written from the verbs'
         // registry by `make docs` (ccred-docs) and checked by DocsTests; never shipped.
-        .target(name: "CommandLineDocs", dependencies: ["CLI", "HelperProtocols"]),
-        .executableTarget(name: "ccred-docs", dependencies: ["CommandLineDocs"]),
+        .target(name: "CommandLineDocs", dependencies: ["CLI", "HelperProtocols"], swiftSettings: swift6),
+        .executableTarget(name: "ccred-docs", dependencies: ["CommandLineDocs"], swiftSettings: swift6),
 
         // Test doubles shared by the unit tests (never shipped).
-        .target(name: "TestSupport", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "Secrets"], path: "Tests/TestSupport"),
-        .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
+        .target(name: "TestSupport", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "Secrets"], path: "Tests/TestSupport", swiftSettings: swift6),
+        .testTarget(name: "SecretsTests", dependencies: ["Secrets"], swiftSettings: swift6),
         .testTarget(name: "AgeTests", dependencies: ["Age", "Secrets"],
-                    exclude: ["age-cctv"]), // C2SP age vectors, read at run time via #filePath
-        .testTarget(name: "CredentialCoreTests", dependencies: ["CredentialCore", "Secrets", "TestSupport"]),
-        .testTarget(name: "SystemRuntimeTests", dependencies: ["SystemRuntime", "CredentialCore", "Secrets", "TestSupport"]),
-        .testTarget(name: "StoresTests", dependencies: ["Stores", "CredentialCore", "SystemRuntime", "Age", "Secrets", "TestSupport"]),
-        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "Transport", "UsageBackend", "SignIn", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
+                    exclude: ["age-cctv"], // C2SP age vectors, read at run time via #filePath
+                    swiftSettings: swift6),
+        .testTarget(name: "CredentialCoreTests", dependencies: ["CredentialCore", "Secrets", "TestSupport"], swiftSettings: swift6),
+        .testTarget(name: "SystemRuntimeTests", dependencies: ["SystemRuntime", "CredentialCore", "Secrets", "TestSupport"], swiftSettings: swift6),
+        .testTarget(name: "StoresTests", dependencies: ["Stores", "CredentialCore", "SystemRuntime", "Age", "Secrets", "TestSupport"], swiftSettings: swift6),
+        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "Transport", "UsageBackend", "SignIn", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"], swiftSettings: swift6),
         // Installs a seccomp filter on the calling thread, for the tests of a refused keyring.
         .target(name: "CSeccompTestSupport", path: "Tests/CSeccompTestSupport"),
         // Runs the built binary under that filter, for the end-to-end tests (never shipped).
         .executableTarget(name: "seccomp-exec", dependencies: ["CSeccompTestSupport"], path: "Tests/SeccompExec"),
-        .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "CSeccompTestSupport", "TestSupport"]),
-        .testTarget(name: "BrokerClientTests", dependencies: ["Broker", "CredentialCore", "Secrets", "TestSupport"]),
-        .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets", "TestSupport"]),
-        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
-        .testTarget(name: "BrokerServerTests", dependencies: ["Broker", "Transport", "CredentialCore", "Secrets"]),
-        .testTarget(name: "CLITests", dependencies: ["CLI", "CommandLineDocs", "Credentials", "Stores", "OAuth", "Transport", "UsageBackend", "SignIn", "HelperProtocols", "AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
+        .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "CSeccompTestSupport", "TestSupport"], swiftSettings: swift6),
+        .testTarget(name: "BrokerClientTests", dependencies: ["Broker", "CredentialCore", "Secrets", "TestSupport"], swiftSettings: swift6),
+        .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets", "TestSupport"], swiftSettings: swift6),
+        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "AccessCache", "CredentialCore", "Secrets", "TestSupport"], swiftSettings: swift6),
+        .testTarget(name: "BrokerServerTests", dependencies: ["Broker", "Transport", "CredentialCore", "Secrets"], swiftSettings: swift6),
+        .testTarget(name: "CLITests", dependencies: ["CLI", "CommandLineDocs", "Credentials", "Stores", "OAuth", "Transport", "UsageBackend", "SignIn", "HelperProtocols", "AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"], swiftSettings: swift6),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["CLI", "Stores", "OAuth", "Transport", "HelperProtocols", "CredentialCore", "SystemRuntime", "Age", "Secrets", "TestSupport", "chatgpt-credential", "seccomp-exec"],
