@@ -36,10 +36,6 @@ let libsecretIncludes = [
 //   chatgpt-credential <- CLI                          argv -> Invocation -> Runner -> exit
 //   CommandLineDocs   <- CLI, HelperProtocols          the completions and the man page's generated regions (make docs)
 //   ccred-docs        <- CommandLineDocs               make docs: writes them (not installed)
-// Swift 6 language mode (strict concurrency checking), target by target while the package default
-// is still Swift 5 (issue 30, item 3).
-let swift6: [SwiftSetting] = [.swiftLanguageMode(.v6)]
-
 let package = Package(
     name: "chatgpt-credential",
     products: [
@@ -68,67 +64,67 @@ let package = Package(
         // add_key(2) and keyctl(2), which glibc does not wrap (syscall(2) is variadic).
         .target(name: "CKeyring"),
 
-        .target(name: "Secrets", dependencies: ["CSodium"], swiftSettings: swift6),
-        .target(name: "Age", dependencies: ["Secrets", "CSodium"], swiftSettings: swift6),
-        .target(name: "CredentialCore", dependencies: ["Secrets"], swiftSettings: swift6),
-        .target(name: "SystemRuntime", dependencies: ["CredentialCore", "Secrets", "CSystemShims"], swiftSettings: swift6),
+        .target(name: "Secrets", dependencies: ["CSodium"]),
+        .target(name: "Age", dependencies: ["Secrets", "CSodium"]),
+        .target(name: "CredentialCore", dependencies: ["Secrets"]),
+        .target(name: "SystemRuntime", dependencies: ["CredentialCore", "Secrets", "CSystemShims"]),
         .target(
             name: "Stores",
             dependencies: ["CredentialCore", "SystemRuntime", "Age", "Secrets", "CLibSecret", "CLibSecretLoader"],
-            swiftSettings: swift6 + [.unsafeFlags(libsecretIncludes.flatMap { ["-Xcc", "-I" + $0] })]
+            swiftSettings: [.unsafeFlags(libsecretIncludes.flatMap { ["-Xcc", "-I" + $0] })]
         ),
         // The HTTP transport: request/response types, libcurl (dlopen()ed), retries, the loopback server.
-        .target(name: "Transport", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CCurlShim"], swiftSettings: swift6),
+        .target(name: "Transport", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CCurlShim"]),
         // The issuer's wire client: its calls, answers, configuration and constants, PKCE.
-        .target(name: "OAuth", dependencies: ["CredentialCore", "Transport", "Secrets"], swiftSettings: swift6),
+        .target(name: "OAuth", dependencies: ["CredentialCore", "Transport", "Secrets"]),
         // The ChatGPT backend's usage endpoint and its answer.
-        .target(name: "UsageBackend", dependencies: ["CredentialCore", "OAuth", "Transport", "Secrets"], swiftSettings: swift6),
+        .target(name: "UsageBackend", dependencies: ["CredentialCore", "OAuth", "Transport", "Secrets"]),
         // The terminal sign-in flows (device code, browser, paste-back); they report through a presenter.
-        .target(name: "SignIn", dependencies: ["CredentialCore", "SystemRuntime", "OAuth", "Transport", "Secrets"], swiftSettings: swift6),
-        .target(name: "HelperProtocols", dependencies: ["CredentialCore", "Secrets"], swiftSettings: swift6),
-        .target(name: "AccessCache", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CKeyring"], swiftSettings: swift6),
-        .target(name: "Credentials", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "AccessCache"], swiftSettings: swift6),
+        .target(name: "SignIn", dependencies: ["CredentialCore", "SystemRuntime", "OAuth", "Transport", "Secrets"]),
+        .target(name: "HelperProtocols", dependencies: ["CredentialCore", "Secrets"]),
+        .target(name: "AccessCache", dependencies: ["CredentialCore", "SystemRuntime", "Secrets", "CKeyring"]),
+        .target(name: "Credentials", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "AccessCache"]),
         // The broker's socket, HTTP/1.1 framing, peer check and client (no policy: the CLI answers).
-        .target(name: "Broker", dependencies: ["CredentialCore", "SystemRuntime", "Transport", "Secrets", "CSystemShims"], swiftSettings: swift6),
+        .target(name: "Broker", dependencies: ["CredentialCore", "SystemRuntime", "Transport", "Secrets", "CSystemShims"]),
         .target(
             name: "CLI",
-            dependencies: ["CredentialCore", "SystemRuntime", "OAuth", "UsageBackend", "SignIn", "HelperProtocols", "Credentials", "AccessCache", "Broker", "Secrets", "CSystemShims"],
-            swiftSettings: swift6
+            dependencies: ["CredentialCore", "SystemRuntime", "OAuth", "UsageBackend", "SignIn", "HelperProtocols", "Credentials", "AccessCache", "Broker", "Secrets", "CSystemShims"]
         ),
         // argv -> Invocation -> run -> exit code.
-        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "SystemRuntime", "Secrets", "CSystemShims"], swiftSettings: swift6),
+        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "SystemRuntime", "Secrets", "CSystemShims"]),
         // The completions and the man page's synopsis and option lists, written from the verbs'
         // registry by `make docs` (ccred-docs) and checked by DocsTests; never shipped.
-        .target(name: "CommandLineDocs", dependencies: ["CLI", "HelperProtocols"], swiftSettings: swift6),
-        .executableTarget(name: "ccred-docs", dependencies: ["CommandLineDocs"], swiftSettings: swift6),
+        .target(name: "CommandLineDocs", dependencies: ["CLI", "HelperProtocols"]),
+        .executableTarget(name: "ccred-docs", dependencies: ["CommandLineDocs"]),
 
         // Test doubles shared by the unit tests (never shipped).
-        .target(name: "TestSupport", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "Secrets"], path: "Tests/TestSupport", swiftSettings: swift6),
-        .testTarget(name: "SecretsTests", dependencies: ["Secrets"], swiftSettings: swift6),
+        .target(name: "TestSupport", dependencies: ["CredentialCore", "SystemRuntime", "Stores", "OAuth", "Secrets"], path: "Tests/TestSupport"),
+        .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
         .testTarget(name: "AgeTests", dependencies: ["Age", "Secrets"],
-                    exclude: ["age-cctv"], // C2SP age vectors, read at run time via #filePath
-                    swiftSettings: swift6),
-        .testTarget(name: "CredentialCoreTests", dependencies: ["CredentialCore", "Secrets", "TestSupport"], swiftSettings: swift6),
-        .testTarget(name: "SystemRuntimeTests", dependencies: ["SystemRuntime", "CredentialCore", "Secrets", "TestSupport"], swiftSettings: swift6),
-        .testTarget(name: "StoresTests", dependencies: ["Stores", "CredentialCore", "SystemRuntime", "Age", "Secrets", "TestSupport"], swiftSettings: swift6),
-        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "Transport", "UsageBackend", "SignIn", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"], swiftSettings: swift6),
+                    exclude: ["age-cctv"]), // C2SP age vectors, read at run time via #filePath
+        .testTarget(name: "CredentialCoreTests", dependencies: ["CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "SystemRuntimeTests", dependencies: ["SystemRuntime", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "StoresTests", dependencies: ["Stores", "CredentialCore", "SystemRuntime", "Age", "Secrets", "TestSupport"]),
+        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "Transport", "UsageBackend", "SignIn", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
         // Installs a seccomp filter on the calling thread, for the tests of a refused keyring.
         .target(name: "CSeccompTestSupport", path: "Tests/CSeccompTestSupport"),
         // Runs the built binary under that filter, for the end-to-end tests (never shipped).
         .executableTarget(name: "seccomp-exec", dependencies: ["CSeccompTestSupport"], path: "Tests/SeccompExec"),
-        .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "CSeccompTestSupport", "TestSupport"], swiftSettings: swift6),
-        .testTarget(name: "BrokerClientTests", dependencies: ["Broker", "CredentialCore", "Secrets", "TestSupport"], swiftSettings: swift6),
-        .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets", "TestSupport"], swiftSettings: swift6),
-        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "AccessCache", "CredentialCore", "Secrets", "TestSupport"], swiftSettings: swift6),
-        .testTarget(name: "BrokerServerTests", dependencies: ["Broker", "Transport", "CredentialCore", "Secrets"], swiftSettings: swift6),
-        .testTarget(name: "CLITests", dependencies: ["CLI", "CommandLineDocs", "Credentials", "Stores", "OAuth", "Transport", "UsageBackend", "SignIn", "HelperProtocols", "AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"], swiftSettings: swift6),
+        .testTarget(name: "AccessCacheTests", dependencies: ["AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "CSeccompTestSupport", "TestSupport"]),
+        .testTarget(name: "BrokerClientTests", dependencies: ["Broker", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "HelperProtocolsTests", dependencies: ["HelperProtocols", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Stores", "OAuth", "AccessCache", "CredentialCore", "Secrets", "TestSupport"]),
+        .testTarget(name: "BrokerServerTests", dependencies: ["Broker", "Transport", "CredentialCore", "Secrets"]),
+        .testTarget(name: "CLITests", dependencies: ["CLI", "CommandLineDocs", "Credentials", "Stores", "OAuth", "Transport", "UsageBackend", "SignIn", "HelperProtocols", "AccessCache", "CredentialCore", "SystemRuntime", "Secrets", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["CLI", "Stores", "OAuth", "Transport", "HelperProtocols", "CredentialCore", "SystemRuntime", "Age", "Secrets", "TestSupport", "chatgpt-credential", "seccomp-exec"],
             exclude: ["Fixtures"] // Python servers the tests start by path (Harness.repoRoot + "/Tests/EndToEndTests/Fixtures/…")
         ),
     ],
-    swiftLanguageModes: [.v5]
+    // Every target in the Swift 6 language mode: strict concurrency checking, no exceptions
+    // (ARCHITECTURE.md, "Rules of thumb").
+    swiftLanguageModes: [.v6]
 )
 
 // libFuzzer targets (fuzz/README.md), one per parser of outside bytes. They exist only when

@@ -16,6 +16,9 @@ import Glibc
 /// a deadline and hand a kept-alive connection back to the loop. So neither a refused user nor
 /// idle or slow connections of an allowed one hold a worker or delay another client. It holds no
 /// policy: what an answer says is the handler's (the CLI's, through the one owner).
+/// `@unchecked Sendable`: what the worker threads and the loop share is under `mutex` (a
+/// `ConditionLock`), the loop's own state is touched only by the loop thread, and `audit` and
+/// `notice` are called under `auditMutex`.
 package final class BrokerServer: @unchecked Sendable {
     package struct Settings: Sendable {
         /// Seconds without a connection after which `run` returns; 0: never.
@@ -591,6 +594,8 @@ package final class BrokerServer: @unchecked Sendable {
 }
 
 /// The write end of the stop pipe of the server that handles termination signals.
+/// `nonisolated(unsafe)`: `stopOnTerminationSignals` sets it before it installs the handlers,
+/// which only read it.
 nonisolated(unsafe) private var brokerStopFD: Int32 = -1
 
 private func brokerStopHandler(_ signal: Int32) {
