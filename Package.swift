@@ -134,7 +134,9 @@ let package = Package(
             exclude: ["Fixtures"] // Python servers the tests start by path (Harness.repoRoot + "/Tests/EndToEndTests/Fixtures/…")
         ),
     ],
-    swiftLanguageModes: [.v5]
+    // Every target in the Swift 6 language mode: strict concurrency checking, no exceptions
+    // (ARCHITECTURE.md, "Rules of thumb").
+    swiftLanguageModes: [.v6]
 )
 
 // libFuzzer targets (fuzz/README.md), one per parser of outside bytes. They exist only when

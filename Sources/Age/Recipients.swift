@@ -61,7 +61,8 @@ public struct X25519Recipient: AgeRecipient, Equatable, Sendable {
 }
 
 /// An X25519 identity. A class, so that identities can sit in arrays of `AgeIdentity` while the
-/// key itself stays one noncopyable `SecretBytes`.
+/// key itself stays one noncopyable `SecretBytes`. `@unchecked Sendable`: every stored property
+/// is a `let` set in `init`; the key is never written after.
 public final class X25519Identity: AgeIdentity, @unchecked Sendable {
     static let hrp = "age-secret-key-"
     let secretKey: SecretBytes
@@ -143,7 +144,7 @@ public final class ScryptRecipient: AgeRecipient {
     }
 }
 
-public final class ScryptIdentity: AgeIdentity {
+public final class ScryptIdentity: AgeIdentity, Sendable {
     let passphrase: SecretBytes
     public let maxWorkFactor: Int
 

@@ -2,6 +2,7 @@ import CredentialCore
 import SystemRuntime
 import Transport
 import Secrets
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -15,6 +16,9 @@ import Glibc
 /// a deadline and hand a kept-alive connection back to the loop. So neither a refused user nor
 /// idle or slow connections of an allowed one hold a worker or delay another client. It holds no
 /// policy: what an answer says is the handler's (the CLI's, through the one owner).
+/// `@unchecked Sendable`: what the worker threads and the loop share is under `mutex` (a
+/// `ConditionLock`), the loop's own state is touched only by the loop thread, and `audit` and
+/// `notice` are called under `auditMutex`.
 package final class BrokerServer: @unchecked Sendable {
     package struct Settings: Sendable {
         /// Seconds without a connection after which `run` returns; 0: never.
@@ -74,9 +78,11 @@ package final class BrokerServer: @unchecked Sendable {
         init(fd: Int32, peer: BrokerPeer) { self.fd = fd; self.peer = peer }
     }
 
-    private var mutex = pthread_mutex_t()
-    private var work = pthread_cond_t()
-    private var auditMutex = pthread_mutex_t()
+    /// Guards the state below marked "under `mutex`" (and jobs, returned, the counts, stopping);
+    /// its condition wakes idle workers when a job is queued or the server stops.
+    private let mutex = ConditionLock()
+    /// One `audit` or `notice` call at a time.
+    private let auditMutex = Mutex(())
     /// Complete heads waiting for a worker (the loop appends, workers take).
     private var jobs: [Connection] = []
     /// Connections a worker has finished with (workers append, the loop takes).
@@ -113,9 +119,6 @@ package final class BrokerServer: @unchecked Sendable {
         self.handler = handler
         self.audit = audit
         self.notice = notice
-        pthread_mutex_init(&mutex, nil)
-        pthread_cond_init(&work, nil)
-        pthread_mutex_init(&auditMutex, nil)
         stopPipe = Self.makePipe()
         wakePipe = Self.makePipe()
     }
@@ -306,7 +309,7 @@ package final class BrokerServer: @unchecked Sendable {
             lock()
             jobs.append(c)
             let spawnOne = idleWorkers < jobs.count && workerCount < settings.workers
-            if spawnOne { workerCount += 1 } else { pthread_cond_signal(&work) }
+            if spawnOne { workerCount += 1 } else { mutex.signal() }
             unlock()
             if spawnOne && !spawn({ [self] in worker() }) {
                 lock()
@@ -420,7 +423,7 @@ package final class BrokerServer: @unchecked Sendable {
             lock()
         }
         stopping = true
-        pthread_cond_broadcast(&work)
+        mutex.broadcast()
         unlock()
         for (fd, _) in draining { close(fd) }
         draining = [:]
@@ -467,9 +470,8 @@ package final class BrokerServer: @unchecked Sendable {
     private func flushRefusedSummary(force: Bool) {
         guard unlogged > 0, force || Clock.now() != auditSecond else { return }
         let uids = unloggedUIDs.sorted().map(String.init).joined(separator: ",")
-        pthread_mutex_lock(&auditMutex)
-        notice("chatgpt-credential: broker: \(unlogged) more refused connections not logged (uid \(uids))")
-        pthread_mutex_unlock(&auditMutex)
+        let line = "chatgpt-credential: broker: \(unlogged) more refused connections not logged (uid \(uids))"
+        auditMutex.withLock { _ in notice(line) }
         unlogged = 0
         unloggedUIDs = []
     }
@@ -482,7 +484,7 @@ package final class BrokerServer: @unchecked Sendable {
         while true {
             while jobs.isEmpty && !stopping {
                 idleWorkers += 1
-                pthread_cond_wait(&work, &mutex)
+                mutex.wait()
                 idleWorkers -= 1
             }
             if jobs.isEmpty { workerCount -= 1; unlock(); return } // stopping
@@ -541,15 +543,13 @@ package final class BrokerServer: @unchecked Sendable {
         return events
     }
 
-    private func lock() { pthread_mutex_lock(&mutex) }
-    private func unlock() { pthread_mutex_unlock(&mutex) }
+    private func lock() { mutex.lock() }
+    private func unlock() { mutex.unlock() }
 
     private func record(_ peer: BrokerPeer, path: String?, _ answer: borrowing BrokerAnswer, time: Int64 = Clock.now()) {
         let r = BrokerAuditRecord(time: time, peer: peer, path: path, profile: answer.profile,
                                   status: answer.status, outcome: answer.outcome)
-        pthread_mutex_lock(&auditMutex)
-        audit(r)
-        pthread_mutex_unlock(&auditMutex)
+        auditMutex.withLock { _ in audit(r) }
     }
 
     // MARK: writing
@@ -594,6 +594,8 @@ package final class BrokerServer: @unchecked Sendable {
 }
 
 /// The write end of the stop pipe of the server that handles termination signals.
+/// `nonisolated(unsafe)`: `stopOnTerminationSignals` sets it before it installs the handlers,
+/// which only read it.
 nonisolated(unsafe) private var brokerStopFD: Int32 = -1
 
 private func brokerStopHandler(_ signal: Int32) {

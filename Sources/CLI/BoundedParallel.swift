@@ -1,12 +1,13 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Synchronization
 
 /// Runs `body(0..<count)` on at most `width` threads at once and returns the results in index
 /// order. For work that waits on the network (`usage --all`): each call blocks its own thread,
 /// and no more than `width` requests are in flight.
 enum BoundedParallel {
-    static func map<T>(count: Int, width: Int, _ body: (Int) -> T) -> [T] {
+    static func map<T: Sendable>(count: Int, width: Int, _ body: (Int) -> T) -> [T] {
         guard count > 0 else { return [] }
         return withoutActuallyEscaping(body) { body in
             let shared = Shared<T>(count: count, body: body)
@@ -36,35 +37,35 @@ enum BoundedParallel {
         func drain() {}
     }
 
-    /// The work queue: the next index under a mutex, one result slot per index.
-    private final class Shared<T>: Worker {
+    /// The work queue: the next index and one result slot per index, under a mutex.
+    private final class Shared<T: Sendable>: Worker {
+        struct Queue {
+            var next = 0
+            var results: [T?]
+        }
         let count: Int
         let body: (Int) -> T
-        var results: [T?]
-        var next = 0
-        var mutex = pthread_mutex_t()
+        let queue: Mutex<Queue>
 
         init(count: Int, body: @escaping (Int) -> T) {
             self.count = count
             self.body = body
-            results = Array(repeating: nil, count: count)
+            queue = Mutex(Queue(results: Array(repeating: nil, count: count)))
             super.init()
-            pthread_mutex_init(&mutex, nil)
         }
 
-        deinit { pthread_mutex_destroy(&mutex) }
+        var results: [T?] { queue.withLock { $0.results } }
 
         override func drain() {
             while true {
-                pthread_mutex_lock(&mutex)
-                let i = next
-                next += 1
-                pthread_mutex_unlock(&mutex)
+                let i = queue.withLock { queue in
+                    let i = queue.next
+                    queue.next += 1
+                    return i
+                }
                 guard i < count else { return }
                 let value = body(i)
-                pthread_mutex_lock(&mutex)
-                results[i] = value
-                pthread_mutex_unlock(&mutex)
+                queue.withLock { $0.results[i] = value }
             }
         }
     }

@@ -117,20 +117,19 @@ extension Runner {
         var settings = BrokerServer.Settings()
         settings.idleExit = Double(o.idleExit ?? (listener.activated ? 60 : 0))
         settings.allowedUIDs = Set(o.allowedUIDs)
-        let console = self.console
-        let services = self.services
+        let shared = WorkerShared(console: console, services: services)
         // A SIGTERM/SIGINT/SIGHUP that arrived while a client's refresh was being saved was
         // deferred (man page REFRESH) and so missed the stop handler: the server stops after
         // that answer, as it would have on the signal.
         let stopper = ServerStopper()
         let server = BrokerServer(listenFD: listener.fd, settings: settings,
                                   handler: { request, _ in
-                                      let answer = Runner.answer(request, g, services: services, console: console)
+                                      let answer = Runner.answer(request, g, services: shared.services, console: shared.console)
                                       if SignalDeferral.deferredSignal != nil { stopper.server?.stop() }
                                       return answer
                                   },
-                                  audit: { console.err($0.line) },
-                                  notice: { console.err($0) })
+                                  audit: { shared.console.err($0.line) },
+                                  notice: { shared.console.err($0) })
         stopper.server = server
         server.stopOnTerminationSignals()
         let idle = settings.idleExit > 0 ? "; exits after \(Int(settings.idleExit)) s without a connection" : ""
@@ -196,6 +195,17 @@ extension Runner {
 /// The server an answer may stop (set once, before the first connection is accepted).
 final class ServerStopper: @unchecked Sendable {
     var server: BrokerServer?
+}
+
+/// What the broker's worker threads share (`BrokerServer`'s handler, audit and notice run on
+/// them, several at once). `@unchecked Sendable`, because neither type says so: the console is the
+/// process's own (`StandardConsole`: no mutable state; each stderr line is one write(2)), and the
+/// services' closures (`Services.live`) make a new store selector, refresher or cache on every
+/// call and capture only settings fixed before the server starts; a change to a credential is
+/// serialized by `ProfileLock` (ARCHITECTURE.md, "A broker request").
+private struct WorkerShared: @unchecked Sendable {
+    let console: Console
+    let services: Services
 }
 
 /// The console of one broker answer: stdout is the answer's body (in guarded memory), stderr

@@ -3,6 +3,7 @@ import SystemRuntime
 import OAuth
 import UsageBackend
 import Secrets
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -84,33 +85,32 @@ extension Runner {
     }
 }
 
-/// A pthread mutex around a step; for the threads of one process.
-final class ProcessMutex: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    init() { pthread_mutex_init(&mutex, nil) }
-    deinit { pthread_mutex_destroy(&mutex) }
+/// A mutex around a step; for the threads of one process.
+final class ProcessMutex: Sendable {
+    private let mutex = Mutex(())
 
-    func locked<T>(_ body: () throws -> T) rethrows -> T {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return try body()
+    func locked<T>(_ body: () throws -> T) throws -> T {
+        var result: Result<T, any Error>?
+        mutex.withLock { _ in result = Result { try body() } }
+        return try result!.get()
     }
 }
 
 /// A console for one profile's worker in `usage --all`: stderr lines are kept (under a lock) and
 /// printed by the caller in profile order; stdout and stdin are not for workers.
+/// `@unchecked Sendable`: `kept` is under its Mutex, and `base` is only asked whether the
+/// process's streams are terminals (answers that do not change).
 final class LineBufferConsole: Console, @unchecked Sendable {
     private let base: Console
-    private let mutex = ProcessMutex()
-    private var kept: [String] = []
+    private let kept = Mutex<[String]>([])
 
     init(base: Console) { self.base = base }
 
-    var lines: [String] { mutex.locked { kept } }
+    var lines: [String] { kept.withLock { $0 } }
 
     func out(_ text: String) throws { throw CredentialError.failure("internal: a usage --all worker wrote to stdout") }
     func out(_ secret: borrowing SecretBytes) throws { throw CredentialError.failure("internal: a usage --all worker wrote to stdout") }
-    func err(_ line: String) { mutex.locked { kept.append(line) } }
+    func err(_ line: String) { kept.withLock { $0.append(line) } }
     func readInput(limit: Int) throws -> SecretBytes { throw CredentialError.badInput("usage --all reads no input") }
     func readSome(_ max: Int) throws -> [UInt8] { [] }
     var stdinIsTerminal: Bool { base.stdinIsTerminal }

@@ -56,7 +56,15 @@
     X(secret_value_new) \
     X(secret_value_unref)
 
-#define CCRED_DECLARE(name) extern __typeof__(name) *ccred_##name;
+/* Swift 6 sees each pointer as `nonisolated(unsafe)`: it is written only inside
+ * ccred_libsecret_load()'s pthread_once, and Swift reads it only after that call returned 0, so
+ * every read happens after the one write (pthread_once's guarantee) and nothing writes it again. */
+#if defined(__has_attribute) && __has_attribute(swift_attr)
+#define CCRED_SET_ONCE __attribute__((swift_attr("nonisolated(unsafe)")))
+#else
+#define CCRED_SET_ONCE
+#endif
+#define CCRED_DECLARE(name) extern __typeof__(name) *ccred_##name CCRED_SET_ONCE;
 CCRED_LIBSECRET_FUNCTIONS(CCRED_DECLARE)
 #undef CCRED_DECLARE
 

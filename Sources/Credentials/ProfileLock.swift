@@ -1,5 +1,6 @@
 import CredentialCore
 import SystemRuntime
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -108,24 +109,25 @@ private struct LockWait {
 }
 
 /// One mutex per profile inside this process: the in-process half of `ProfileLock`.
-final class ProfileMutex: @unchecked Sendable {
+final class ProfileMutex: Sendable {
     static let shared = ProfileMutex()
-    private var guardMutex = pthread_mutex_t()
-    private var mutexes: [String: UnsafeMutablePointer<pthread_mutex_t>] = [:]
 
-    init() { pthread_mutex_init(&guardMutex, nil) }
+    /// One profile's mutex; made on first use and kept for the life of the process.
+    private final class Slot: Sendable {
+        let mutex = Mutex(())
+    }
 
-    func withLock<T>(_ key: String, _ body: () throws -> T) throws -> T {
-        pthread_mutex_lock(&guardMutex)
-        let m: UnsafeMutablePointer<pthread_mutex_t>
-        if let existing = mutexes[key] { m = existing } else {
-            m = .allocate(capacity: 1)
-            pthread_mutex_init(m, nil)
-            mutexes[key] = m
+    private let slots = Mutex<[String: Slot]>([:])
+
+    init() {}
+
+    func withLock<T>(_ key: String, _ body: () throws -> sending T) throws -> sending T {
+        let slot = slots.withLock { slots in
+            if let existing = slots[key] { return existing }
+            let made = Slot()
+            slots[key] = made
+            return made
         }
-        pthread_mutex_unlock(&guardMutex)
-        pthread_mutex_lock(m)
-        defer { pthread_mutex_unlock(m) }
-        return try body()
+        return try slot.mutex.withLock { _ in try body() }
     }
 }

@@ -1,72 +1,75 @@
 internal import CLibSecret
-#if canImport(Glibc)
-import Glibc
-#endif
+import Synchronization
 
 /// The process's SecretService: one proxy on a connection of its own to the bus found
 /// (`SessionBus.find`), opened on first use and kept, as libsecret keeps its default one, until
 /// the daemon or the bus behind it is found gone (`forget`); then the next operation opens a
 /// fresh one (man page STORES, "Finding the Secret Service"). Opening happens outside the lock,
 /// so no caller waits on another's connect beyond its own deadline.
-final class SecretServiceConnection: @unchecked Sendable {
+final class SecretServiceConnection: Sendable {
     static let shared = SecretServiceConnection()
 
-    private var mutex = pthread_mutex_t()
-    private var address: String?
-    private var current: UnsafeMutablePointer<SecretService>?
+    /// A reference to a SecretService proxy held by the kept state. Sendable: GObject's reference
+    /// counting is atomic and libsecret's calls on a service may be made from any thread (the
+    /// store calls it from whichever thread runs the operation), so the pointer may cross threads.
+    private struct Service: @unchecked Sendable {
+        let pointer: UnsafeMutablePointer<SecretService>
+    }
 
-    private init() { pthread_mutex_init(&mutex, nil) }
+    private struct Kept {
+        var address: String?
+        var current: Service?
+    }
+
+    private let kept = Mutex(Kept())
+
+    private init() {}
 
     /// A new reference to the service on `address` (the caller unrefs it), opened now if there
     /// is none for that address. Throws `storeUnavailable` (the bus did not answer), or
     /// `SecretServiceStore.Cancelled` when the deadline cancelled the connect.
     func service(at address: String, _ cancellable: UnsafeMutablePointer<GCancellable>) throws -> UnsafeMutablePointer<SecretService> {
-        if let kept = withLock({ () -> UnsafeMutablePointer<SecretService>? in
-            guard self.address == address, let current else { return nil }
-            _ = ccred_g_object_ref(current)
+        if let reused = kept.withLock({ kept -> Service? in
+            guard kept.address == address, let current = kept.current else { return nil }
+            _ = ccred_g_object_ref(current.pointer)
             return current
-        }) { return kept }
+        }) { return reused.pointer }
         var error: UnsafeMutablePointer<GError>?
-        guard let opened = ccred_secret_service_open_at(address, cancellable, &error) else {
+        guard let pointer = ccred_secret_service_open_at(address, cancellable, &error) else {
             throw SecretServiceStore.connectFailure(error, address: address)
         }
+        let opened = Service(pointer: pointer)
         // Another thread may have opened one meanwhile: the first kept wins, the other is closed.
-        let (winner, loser) = withLock { () -> (UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<SecretService>?) in
-            if self.address == address, let current {
-                _ = ccred_g_object_ref(current)
+        let (winner, loser) = kept.withLock { kept -> (Service, Service?) in
+            if kept.address == address, let current = kept.current {
+                _ = ccred_g_object_ref(current.pointer)
                 return (current, opened)
             }
-            let replaced = current
-            self.address = address
-            current = opened
-            _ = ccred_g_object_ref(opened) // the one kept here
+            let replaced = kept.current
+            kept.address = address
+            kept.current = opened
+            _ = ccred_g_object_ref(opened.pointer) // the one kept here
             return (opened, replaced)
         }
         if let loser {
-            ccred_secret_service_close(loser)
-            ccred_g_object_unref(loser)
+            ccred_secret_service_close(loser.pointer)
+            ccred_g_object_unref(loser.pointer)
         }
-        return winner
+        return winner.pointer
     }
 
     /// Drops `service` if it is the one kept (a caller found its daemon or bus gone), closing its
     /// connection; the next `service(at:)` opens afresh. A service already replaced is left alone.
     func forget(_ service: UnsafeMutablePointer<SecretService>) {
-        let dropped = withLock { () -> UnsafeMutablePointer<SecretService>? in
-            guard current == service else { return nil }
-            current = nil
-            address = nil
-            return service
+        let dropped = kept.withLock { kept -> Bool in
+            guard kept.current?.pointer == service else { return false }
+            kept.current = nil
+            kept.address = nil
+            return true
         }
-        if let dropped {
-            ccred_secret_service_close(dropped)
-            ccred_g_object_unref(dropped)
+        if dropped {
+            ccred_secret_service_close(service)
+            ccred_g_object_unref(service)
         }
-    }
-
-    private func withLock<T>(_ body: () -> T) -> T {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return body()
     }
 }

@@ -31,19 +31,25 @@ func write(_ text: String, to path: String) -> Bool {
     return rename(temporary, path) == 0
 }
 
+/// One line to stderr (fd 2: glibc's `stderr` is a C global Swift 6 will not read unchecked).
+func complain(_ line: String) {
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+}
+
 var current: [String: String] = [:]
 for path in GeneratedFiles.paths { current[path] = read(root + "/" + path) ?? "" }
 let texts: [String: String]
 do {
     texts = try GeneratedFiles.texts(current: current)
 } catch {
-    fputs("ccred-docs: \(error)\n", stderr)
+    complain("ccred-docs: \(error)")
     exit(1)
 }
 var failed = false
 for path in GeneratedFiles.paths where texts[path] != current[path] {
     if write(texts[path] ?? "", to: root + "/" + path) { print("ccred-docs: wrote \(path)") } else {
-        fputs("ccred-docs: cannot write \(root)/\(path): \(String(cString: strerror(errno)))\n", stderr); failed = true
+        complain("ccred-docs: cannot write \(root)/\(path): \(String(cString: strerror(errno)))"); failed = true
     }
 }
 exit(failed ? 1 : 0)

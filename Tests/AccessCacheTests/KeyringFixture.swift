@@ -9,7 +9,7 @@ import TestSupport
 /// What the keyring tests share: the `keyctl` tool (keyutils) to look at keys from outside the
 /// process, identities no other test run can collide with (engineers and CI run the suite at the
 /// same time, as the same user, sharing one user keyring), and the removal of every key made.
-final class KeyringFixture {
+final class KeyringFixture: Sendable {
     static let keyctl = "/usr/bin/keyctl"
     static let setpriv = "/usr/bin/setpriv"
 

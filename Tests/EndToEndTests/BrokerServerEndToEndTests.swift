@@ -47,9 +47,14 @@ import Glibc
         /// `curl --unix-socket SOCKET http://localhost/PATH`: the body on stdout, then a line
         /// with the status (`-w`).
         func curl(_ path: String, as prefix: [String] = [], socket: String? = nil) -> (status: Int, body: String, result: RunResult) {
-            let args = ["-sS", "--max-time", "20", "--unix-socket", socket ?? self.socket, "-w", "%{http_code}", "http://localhost" + path]
-            let r = prefix.isEmpty ? Harness.run(BrokerServerEndToEndTests.curl, args, env: sandbox.env, timeout: 30)
-                : Harness.run(prefix[0], Array(prefix.dropFirst()) + [BrokerServerEndToEndTests.curl] + args, env: sandbox.env, timeout: 30)
+            Self.curl(path, as: prefix, socket: socket ?? self.socket, env: sandbox.env)
+        }
+
+        /// `curl` from values alone, for threads that must not share the world.
+        static func curl(_ path: String, as prefix: [String] = [], socket: String, env: [String: String]) -> (status: Int, body: String, result: RunResult) {
+            let args = ["-sS", "--max-time", "20", "--unix-socket", socket, "-w", "%{http_code}", "http://localhost" + path]
+            let r = prefix.isEmpty ? Harness.run(BrokerServerEndToEndTests.curl, args, env: env, timeout: 30)
+                : Harness.run(prefix[0], Array(prefix.dropFirst()) + [BrokerServerEndToEndTests.curl] + args, env: env, timeout: 30)
             // Every answer ends in a line feed; the status follows it.
             var lines = r.stdout.components(separatedBy: "\n")
             let status = Int(lines.popLast() ?? "") ?? -1
@@ -290,8 +295,8 @@ import Glibc
         let broker = try w.serve()
         final class Answers: @unchecked Sendable { let lock = NSLock(); var bodies: [String] = [] }
         let answers = Answers()
-        let results = concurrentRuns(50) {
-            let a = w.curl("/v1/token")
+        let results = concurrentRuns(50) { [socket = w.socket, env = w.sandbox.env] in
+            let a = World.curl("/v1/token", socket: socket, env: env)
             answers.lock.lock(); answers.bodies.append(a.body); answers.lock.unlock()
             return a.result
         }

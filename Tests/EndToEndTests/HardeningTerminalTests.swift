@@ -10,11 +10,11 @@ import Glibc
 /// verbatim (the account id for a header) is refused rather than printed raw.
 @Suite(.serialized) struct HardeningTerminalTests {
     static let osc52 = "\u{1b}]52;c;ZWNobyBwd25lZA==\u{07}"
-    static let hostile: [String: Any] = [
+    static var hostile: [String: Any] { [
         "email": "a\(osc52)b\u{9b}31m@ex\u{202e}moc.com\u{1b}[2J",
         "plan": "pro\u{1b}[31m\r\n\u{85}",
         "account_id": "acct\u{1b}[1;1H-\u{2066}1\u{7f}",
-    ]
+    ] }
 
     func check(_ r: RunResult, _ what: String) {
         #expect(Hostile.controlScalars(r.stdout).isEmpty, "\(what) stdout: \(Hostile.controlScalars(r.stdout))")

@@ -91,7 +91,10 @@ import Glibc
         if store == "secret-service" && !Self.hasBus { Issue.record("no D-Bus session: run the suite through scripts/with-keyring"); return }
         let w = try world(expiresIn: -10, store: store)
         try w.issuer.configure(["refresh_delay": 0.3]) // keep the refresh in flight while the others queue
-        let results = concurrentRuns(50) { w.get() }
+        let env = w.sandbox.env // what w.get() runs with, captured as a value for the threads
+        let results = concurrentRuns(50) { [profile = w.profile, store = w.store] in
+            Harness.run(Harness.binary, ["--profile", profile, "--store", store, "get"], env: env, timeout: 60)
+        }
         #expect(results.allSatisfy { $0.status == 0 }, "\(results.filter { $0.status != 0 }.map(\.stderr))")
         #expect(Set(results.map(\.stdout)).count == 1)
         #expect(results[0].stdout != w.tokens.accessToken + "\n")

@@ -312,15 +312,15 @@ import Glibc
     }
 
     @Test(arguments: [
-        (["usage_answer": "malformed"], "the ChatGPT backend's usage answer is not a JSON object (HTTP 200)"),
-        (["usage_answer": "not_object"], "the ChatGPT backend's usage answer is not a JSON object (HTTP 200)"),
-        (["usage_faults": [["html": true]]], "the ChatGPT backend answered with an HTML page instead of JSON (HTTP 200)"),
-        (["usage_faults": [["huge": 10 << 20]]], "sent a response larger than 1048576 bytes"),
-        (["usage_faults": [["huge": 10 << 20, "chunked_unknown_length": true]]], "sent a response larger than 1048576 bytes"),
-    ] as [([String: Any], String)])
-    func unusableAnswerIsExit4AndBounded(_ config: [String: Any], _ message: String) throws {
+        (IssuerSettings(["usage_answer": "malformed"]), "the ChatGPT backend's usage answer is not a JSON object (HTTP 200)"),
+        (IssuerSettings(["usage_answer": "not_object"]), "the ChatGPT backend's usage answer is not a JSON object (HTTP 200)"),
+        (IssuerSettings(["usage_faults": [["html": true]]]), "the ChatGPT backend answered with an HTML page instead of JSON (HTTP 200)"),
+        (IssuerSettings(["usage_faults": [["huge": 10 << 20]]]), "sent a response larger than 1048576 bytes"),
+        (IssuerSettings(["usage_faults": [["huge": 10 << 20, "chunked_unknown_length": true]]]), "sent a response larger than 1048576 bytes"),
+    ] as [(IssuerSettings, String)])
+    func unusableAnswerIsExit4AndBounded(_ config: IssuerSettings, _ message: String) throws {
         let w = try world()
-        try w.issuer.configure(config)
+        try w.issuer.configure(config.values)
         let started = Date()
         let r = w.usage()
         #expect(r.status == 4, "\(r.stderr)")
@@ -464,4 +464,11 @@ import Glibc
         #expect(p.terminationStatus == 1)
         #expect(Hostile.isOneLine(stderr) && stderr.contains("cannot write to standard output"), "\(stderr)")
     }
+}
+
+/// A test issuer's settings as a test's argument. `@unchecked Sendable`: they are JSON literals
+/// (strings, numbers, booleans, and arrays and dictionaries of them), values no thread can change.
+struct IssuerSettings: @unchecked Sendable {
+    let values: [String: Any]
+    init(_ values: [String: Any]) { self.values = values }
 }

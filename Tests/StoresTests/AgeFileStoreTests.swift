@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Synchronization
 @_spi(CredentialOwner) @testable import Stores
 @testable import CredentialCore
 @testable import SystemRuntime
@@ -363,12 +364,16 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
     @Test func identityCreationRaceYieldsOneIdentity() throws {
         let sb = StoreSandbox()
         let n = 8
-        let results = UnsafeMutableBufferPointer<X25519Recipient?>.allocate(capacity: n)
-        results.initialize(repeating: nil)
-        defer { results.deallocate() }
+        let slots = Mutex([X25519Recipient?](repeating: nil, count: n))
+        // Each thread makes its own store from the sandbox's environment (as sb.store() does).
+        let env = sb.env
         DispatchQueue.concurrentPerform(iterations: n) { i in
-            results[i] = try? sb.store().loadOrCreateIdentity().recipient
+            let store = AgeFileStore(environment: env, interactive: false)
+            store.scryptWorkFactor = 10
+            let recipient = try? store.loadOrCreateIdentity().recipient
+            slots.withLock { $0[i] = recipient }
         }
+        let results = slots.withLock { $0 }
         let recipients = Set(results.compactMap { $0?.encoded })
         #expect(results.allSatisfy { $0 != nil })
         #expect(recipients.count == 1)

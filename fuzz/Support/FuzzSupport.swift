@@ -7,7 +7,8 @@ import CredentialCore
 /// An invariant broke: say which, then abort so libFuzzer records the input as a crash.
 package func fuzzFail(_ message: @autoclosure () -> String, file: StaticString = #fileID, line: UInt = #line) -> Never {
     let text = "FUZZ INVARIANT FAILED (\(file):\(line)): \(message())\n"
-    text.withCString { _ = fputs($0, stderr) }
+    let bytes = Array(text.utf8) // to fd 2 directly: glibc's `stderr` is a C global Swift 6 will not read unchecked
+    _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
     abort()
 }
 

@@ -6,7 +6,9 @@ import FuzzSupport
 @testable import SignIn
 @testable import Transport
 
-private let listener: LoopbackListener = {
+// `nonisolated(unsafe)`: made once, on the first input, and only read after; libFuzzer calls
+// LLVMFuzzerTestOneInput from one thread (its -jobs/-workers are processes).
+nonisolated(unsafe) private let listener: LoopbackListener = {
     do { return try LoopbackListener.bind(port: 0) } catch { fuzzFail("cannot bind 127.0.0.1:0: \(error)") }
 }()
 
