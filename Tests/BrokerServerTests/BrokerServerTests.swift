@@ -295,15 +295,20 @@ import Glibc
         b.send("GET /v1/health HTTP/1.1\r\n\r\n")
         #expect(b.response()?.status == 200)
         a.close(); b.close(); c.close()
-        // Workers are kept and reused: many connections one after another.
+        #expect(s.stop() == .stopped)
+        #expect(s.recorder.all.count == 4)
+        // Workers are kept and reused: many connections one after another. (With the default cap:
+        // at a cap of 2, a connection the server is still closing after its answer counts as busy,
+        // and the next one could meet a 503 — the flake seen once.)
+        let many = try Running(BrokerServer.Settings())
         for _ in 0..<200 {
-            let d = try Client(s.path)
+            let d = try Client(many.path)
             d.send("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n")
             #expect(d.response()?.status == 200)
             d.close()
         }
-        #expect(s.stop() == .stopped)
-        #expect(s.recorder.all.count == 204)
+        #expect(many.stop() == .stopped)
+        #expect(many.recorder.all.count == 200)
     }
 
     @Test func aClientThatNeverReadsHoldsNoWorker() throws {
