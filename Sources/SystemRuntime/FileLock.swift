@@ -64,7 +64,7 @@ public final class FileLock {
             guard create, (try? AtomicFile.checkDirectory(directory, create: true)) == true,
                   realpath(directory, &real) != nil else { return .noDirectory }
         }
-        let dir = String(cString: real)
+        let dir = String(decoding: real.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let dirFD = Glibc.open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dirFD >= 0 else {
             throw CredentialError.storeFailure("cannot open \(dir): \(FileSystem.errorText(errno))")
