@@ -2,7 +2,7 @@ import CredentialCore
 // The one file of the package, tests aside, that sees the stores' write half (ARCHITECTURE.md).
 @_spi(CredentialOwner) import Stores
 
-/// The one way to change a stored credential (ARCHITECTURE.md, "The one owner"). Only this file
+/// The one way to change a stored credential (ARCHITECTURE.md, "Rules of thumb"). Only this file
 /// can make one, and only while holding the profile's lock exclusively (`transaction`,
 /// `refreshTransaction` below); it cannot be copied or kept past the lock. It remembers the
 /// version of each store's copy it has read, and every write, reservation and delete first checks
