@@ -129,18 +129,14 @@ let runner = Runner(console: console, services: .live(settings: settings, consol
 switch runner.run(invocation) {
 case .exit(let code):
     exit(code)
-case .replaceProcess(let argv, let env):
-    // exec: the child gets the tokens in its environment, never in argv.
-    for (k, v) in env { setenv(k, v, 1) }
+case .replaceProcess(let image):
+    // exec: the child gets the tokens in its environment (built in guarded memory), never in argv.
     cs_restore_core_limit() // the child is the user's program: its core-dump limit is its own
     // …and so are its signals: SIGPIPE as the caller left it, the mask it started with. (No
     // spend-to-save window is open here: the owner closed it before `get`'s answer was made.)
     signal(SIGPIPE, inheritedSIGPIPE)
     pthread_sigmask(SIG_SETMASK, &inheritedMask, nil)
-    var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) }
-    cargs.append(nil)
-    execvp(argv[0], &cargs)
-    let e = errno
-    console.err("chatgpt-credential: cannot run \(argv[0]): \(String(cString: strerror(e)))")
+    let e = image.execute()
+    console.err("chatgpt-credential: cannot run \(image.argv[0]): \(String(cString: strerror(e)))")
     exit(e == ENOENT ? 127 : 126)
 }

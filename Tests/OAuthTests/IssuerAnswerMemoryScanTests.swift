@@ -8,6 +8,7 @@ import Testing
 @testable import CredentialCore
 @testable import Secrets
 import TestSupport
+import SystemRuntime
 
 // SECURITY.md "What is wiped in memory": the tokens of an issuer's answer go straight into
 // guarded memory and nowhere else. These tests parse scripted answers in-process, through the
@@ -337,6 +338,21 @@ final class BuiltAnswers: HTTPTransport {
             let client = UsageClient(config: try BackendConfig("https://backend.example.test/backend-api"), transport: transport,
                                      retry: .none, userAgent: "chatgpt-credential/0")
             #expect(try client.fetch(accessToken: token, accountId: "acct", profile: .default, now: { 1_800_000_000 }) == .report(UsageReport(plan: "pro")))
+        }
+        expectNoCopy(of: [access])
+    }
+
+    /// `exec`'s child environment (`ProcessImage`): the token goes from its guarded buffer into
+    /// the `NAME=VALUE` entry `envp` points at, never through a String or setenv(3)'s copy.
+    @Test func execsChildEnvironmentLeavesNoCopyOfTheAccessToken() throws {
+        let access = Needle()
+        exercise {
+            var bytes = SecretBytes(capacity: 48)
+            access.append(to: &bytes)
+            let token = SecretToken(bytes)
+            let image = ProcessImage(argv: ["true"], inherited: ["PATH": "/usr/bin", "CHATGPT_ACCESS_TOKEN": "inherited"])
+            image.setSecret("CHATGPT_ACCESS_TOKEN", to: token)
+            #expect(image.redactedEnvironment == ["PATH=/usr/bin", "CHATGPT_ACCESS_TOKEN=<48 bytes>"])
         }
         expectNoCopy(of: [access])
     }

@@ -32,3 +32,8 @@ int cs_lsetxattr(const char *path, const char *name, const void *value, unsigned
 long cs_getxattr(const char *path, const char *name, void *value, unsigned long size);
 
 #endif
+
+/* execvpe(3) (a GNU extension the Swift Glibc module does not declare): exec's program with the
+   environment built by ProcessImage, whose secret entries point into guarded memory. Returns
+   only on failure, with errno set. */
+int cs_execvpe(const char *file, char *const argv[], char *const envp[]);
