@@ -113,17 +113,15 @@ public enum FormEncoding {
     }
 
     /// Decodes a query or form body into pairs ('+' is a space). Nil on a bad escape or a name or
-    /// value that is not UTF-8.
+    /// value that is not UTF-8. Split on bytes, as `decode(query:secretNames:)` (which it is): a
+    /// '=' or '&' followed by a combining mark is still a separator, though not a Character.
     public static func decode(_ s: String) -> [(String, String)]? {
-        func unescape(_ part: Substring) -> String? {
-            percentDecoded(part, plusIsSpace: true).flatMap { String(validating: $0, as: UTF8.self) }
+        let pairs = Array(s.utf8).withUnsafeBytes { decode(query: $0, secretNames: []) }
+        return pairs?.map { pair in
+            switch pair.1 {
+            case .text(let t): return (pair.0, t)
+            case .secret: preconditionFailure("no name was asked to be secret")
+            }
         }
-        var pairs: [(String, String)] = []
-        for item in s.split(separator: "&") where !item.isEmpty {
-            let kv = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let k = unescape(kv[0]), let v = unescape(kv.count > 1 ? kv[1] : "") else { return nil }
-            pairs.append((k, v))
-        }
-        return pairs
     }
 }
