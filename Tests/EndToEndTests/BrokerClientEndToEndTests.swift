@@ -140,7 +140,7 @@ import Glibc
 
         for (format, expected) in [("--account-id", t.accountId + "\n"),
                                    ("--header", "Authorization: Bearer \(t.accessToken)\nChatGPT-Account-ID: \(t.accountId)\n"),
-                                   ("--env", "CHATGPT_ACCESS_TOKEN='\(t.accessToken)'\nCHATGPT_ACCOUNT_ID='\(t.accountId)'\n")] {
+                                   ("--env", "export CHATGPT_ACCESS_TOKEN='\(t.accessToken)'\nexport CHATGPT_ACCOUNT_ID='\(t.accountId)'\n")] {
             let r = Self.sandboxed(host.socket, ["chatgpt-credential", "get", format])
             #expect(r.status == 0 && r.stdout == expected, "get \(format): \(r.status) \(r.stdout) \(r.stderr)")
         }
