@@ -159,7 +159,7 @@ import Glibc
         #expect(exec.status == 0 && exec.stdout == "\(t.accessToken) \(t.accountId)\n", "exec: \(exec.status) \(exec.stderr)")
 
         let status = Self.sandboxed(host.socket, ["chatgpt-credential", "status"])
-        #expect(status.status == 0 && status.stdout.contains("Signed in as \(t.email)") && status.stdout.contains("broker:   unix:/run/broker.sock"),
+        #expect(status.status == 0 && status.stdout.contains("Signed in as \(t.email)") && status.stdout.contains("  broker:        unix:/run/broker.sock"),
                 "\(status.stdout) \(status.stderr)")
 
         // What the host prints just before and just after: the reset times are counted from the
