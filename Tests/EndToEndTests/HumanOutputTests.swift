@@ -8,9 +8,9 @@ import Testing
     static let zone = ["TZ": "CET-1"]
 
     /// `script` runs `command` in a pty of 80 columns; its output with the carriage returns gone.
-    static func inTerminal(_ command: String, env: [String: String], cols: Int = 80) -> (status: Int32, text: String) {
+    static func inTerminal(_ command: String, env: [String: String], cols: Int = 80) -> (status: Int32, text: String, raw: String) {
         let r = Harness.run("/usr/bin/script", ["-qec", "stty cols \(cols) rows 50; \(command)", "/dev/null"], env: env, timeout: 30)
-        return (r.status, r.stdout.replacingOccurrences(of: "\r", with: ""))
+        return (r.status, r.stdout.replacingOccurrences(of: "\r", with: ""), r.stdout)
     }
 
     /// The value column of `  label:  value` lines: every label's line has its value at one column.
@@ -95,5 +95,33 @@ import Testing
         #expect(mine.first?.hasSuffix("sign in again") == true, "\(r.text)")
         for line in lines { #expect(line.count <= 80, "\(line.count) columns: \(line)") }
         #expect(lines.first?.contains("EMAIL") == true && lines.first?.contains("STATUS") == true)
+    }
+
+    /// Issue 29: `login --device` under NO_COLOR=1 and TERM=dumb writes no escape byte, on a
+    /// terminal too; on a terminal the wait is one line updating in place (elapsed, time left);
+    /// off a terminal nothing is printed while it waits.
+    @Test func deviceSignInHonoursNoColorAndShowsTheWaitOnlyOnATerminal() throws {
+        // Three pending polls a second apart: the wait lasts a few seconds.
+        let plainTerminal = try LoginFixture(["interval": 1, "approve_after": 3])
+        var env = plainTerminal.sandbox.env
+        env["NO_COLOR"] = "1"
+        env["TERM"] = "dumb"
+        let dumb = Self.inTerminal("exec \(Harness.binary) login --device", env: env)
+        #expect(dumb.status == 0, "\(dumb.text)")
+        #expect(!dumb.text.contains("\u{1B}"), "an escape byte under NO_COLOR=1 TERM=dumb:\n\(dumb.text)")
+        #expect(dumb.raw.contains("\rWaiting for approval: 0:0") && dumb.text.contains(" elapsed, ") && dumb.text.contains(" left on the code"),
+                "no updating waiting line on the terminal:\n\(dumb.text)")
+        #expect(dumb.text.contains("Signed in as "))
+
+        // Control: on the same terminal with colour allowed, the code is bold.
+        let coloured = try LoginFixture(["interval": 0, "approve_after": 0])
+        let bold = Self.inTerminal("exec \(Harness.binary) login --device", env: coloured.sandbox.env.merging(["TERM": "xterm"]) { $1 })
+        #expect(bold.status == 0 && bold.text.contains("\u{1B}[1m"), "\(bold.text)")
+
+        // Off a terminal: no waiting line, no escape.
+        let piped = try LoginFixture(["interval": 1, "approve_after": 3])
+        let r = piped.run(["login", "--device"], env: ["TERM": "xterm"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(!r.stderr.contains("Waiting for approval") && !r.stderr.contains("\r") && !r.stderr.contains("\u{1B}"), "\(r.stderr)")
     }
 }
