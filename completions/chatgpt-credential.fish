@@ -72,8 +72,8 @@ complete -c $c -n __chatgpt_credential_no_verb -a get -d 'print a fresh access t
 complete -c $c -n __chatgpt_credential_no_verb -a store -d 'store a credential read from stdin (Codex auth.json or token JSON)'
 complete -c $c -n __chatgpt_credential_no_verb -a erase -d 'revoke the refresh token and remove the stored credential'
 complete -c $c -n __chatgpt_credential_no_verb -a status -d 'show who is signed in (no secrets)'
-complete -c $c -n __chatgpt_credential_no_verb -a usage -d 'show the plan and rate-limit windows (5 h, 7 d) of the signed-in account'
-complete -c $c -n __chatgpt_credential_no_verb -a refresh -d 'refresh now, as get --force-refresh would, printing nothing on stdout'
+complete -c $c -n __chatgpt_credential_no_verb -a usage -d 'show the plan and rate-limit windows (5 h, 7 d) of the account'
+complete -c $c -n __chatgpt_credential_no_verb -a refresh -d 'refresh now (for timers), printing nothing on stdout'
 complete -c $c -n __chatgpt_credential_no_verb -a exec -d 'run CMD with CHATGPT_ACCESS_TOKEN and CHATGPT_ACCOUNT_ID set'
 complete -c $c -n __chatgpt_credential_no_verb -a serve -d 'answer token requests over a UNIX socket (the broker)'
 complete -c $c -n __chatgpt_credential_no_verb -a help -d 'show help for a verb'
@@ -82,13 +82,13 @@ complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase 
 
 # Global options, before or after the verb (not after the command verb's --).
 set -l g 'not __chatgpt_credential_in_exec_command'
-complete -c $c -n $g -l profile -x -a '(__chatgpt_credential_profiles)' -d 'which signed-in account (default: default); names are [A-Za-z0-9][A-Za-z0-9._-]{0,63}'
-complete -c $c -n $g -l store -x -a 'auto secret-service file' -d 'where tokens live: auto (default), secret-service or file'
-complete -c $c -n $g -l protocol -x -a 'plain git docker' -d 'how verbs read stdin and write stdout (default: plain, or from the program name)'
+complete -c $c -n $g -l profile -x -a '(__chatgpt_credential_profiles)' -d 'which signed-in account (default: default); up to 64 letters, digits, \'.\', \'_\' or \'-\''
+complete -c $c -n $g -l store -x -a 'auto secret-service file' -d 'where tokens live (default: auto)'
+complete -c $c -n $g -l protocol -x -a 'plain git docker' -d 'how verbs read and write (default: plain)'
 complete -c $c -n $g -l non-interactive -d 'never prompt, never open a browser'
 complete -c $c -n $g -s v -l verbose -d 'diagnostics on stderr, secrets redacted'
-complete -c $c -n $g -l no-cache -d 'neither read nor write the access cache in the kernel keyring'
-complete -c $c -n $g -l broker -x -d 'client mode: ask the broker on this socket instead of any store (get, status, usage, exec, git/docker get)'
+complete -c $c -n $g -l no-cache -d 'skip the access cache in the kernel keyring'
+complete -c $c -n $g -l broker -x -d 'client mode: ask the broker at PATH, no store'
 complete -c $c -n $g -l version -d 'print the version and exit'
 complete -c $c -n $g -s h -l help -d 'show help (also after any verb)'
 
@@ -103,7 +103,7 @@ complete -c $c -n '__chatgpt_credential_verb_is get' -l account-id -d 'print the
 complete -c $c -n '__chatgpt_credential_verb_is get' -l id-token -d 'print the id token instead'
 complete -c $c -n '__chatgpt_credential_verb_is get' -l json -d 'print {access_token, account_id, expires_at, email, plan} as JSON'
 complete -c $c -n '__chatgpt_credential_verb_is get' -l header -d 'print \'Authorization: Bearer TOKEN\' and \'ChatGPT-Account-ID: ID\''
-complete -c $c -n '__chatgpt_credential_verb_is get' -l env -d 'print CHATGPT_ACCESS_TOKEN=… and CHATGPT_ACCOUNT_ID=…, shell-quoted, for eval'
+complete -c $c -n '__chatgpt_credential_verb_is get' -l env -d 'print export CHATGPT_ACCESS_TOKEN=… and export CHATGPT_ACCOUNT_ID=…, shell-quoted, for eval'
 complete -c $c -n '__chatgpt_credential_verb_is get' -l min-ttl -x -d 'refresh unless the token is valid this long (default and minimum: 300)'
 complete -c $c -n '__chatgpt_credential_verb_is get' -l force-refresh -d 'refresh now, whatever the expiry'
 

@@ -150,7 +150,7 @@ public enum ArgumentParser {
         }
         guard let verb else {
             if wantHelp { return help }
-            throw CredentialError.usage("missing verb")
+            return Invocation(globals: globals, command: .verb(HelpCommand.short))
         }
         if wantHelp { return help }
         guard let type = verbType, let spec = verbSpec else { throw CredentialError.usage("unknown verb '\(Sanitize.line(verb, limit: 60))'") }

@@ -160,9 +160,12 @@ extension Runner {
             let who = Sanitize.line(document.email.isEmpty ? "unknown email" : document.email)
             let plan = Sanitize.line(document.plan.isEmpty ? "unknown plan" : document.plan)
             var s = "Signed in as \(who) (\(plan)), account \(Sanitize.line(document.accountId))\n"
-            s += "  profile:  \(g.profile.name)\n"
-            s += "  broker:   \(broker.address.description) (answered by the broker; no store read here)\n"
-            s += "  expires:  \(Clock.rfc3339(document.expiresAt)) (\(TimeSpan.expiry(document.expiresAt - now)))\n"
+            let expires = document.expiresAt > now
+                ? "valid until \(LocalClock.dateTime(document.expiresAt)) (in \(TimeSpan.span(document.expiresAt - now)))"
+                : "expired \(LocalClock.dateTime(document.expiresAt)) (\(TimeSpan.span(now - document.expiresAt)) ago)"
+            s += LabeledLines.render([("profile", g.profile.name),
+                                      ("broker", "\(broker.address.description) (answered by the broker; no store read here)"),
+                                      ("access token", expires)])
             try console.out(s)
         }
         return .exit(0)

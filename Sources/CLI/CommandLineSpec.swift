@@ -134,18 +134,18 @@ public enum CommandLineSpec {
 
     public static let globalOptions: [OptionSpec] = [
         OptionSpec("--profile", value: "NAME", env: "CHATGPT_CREDENTIAL_PROFILE", completion: .profiles,
-                   "which signed-in account (default: default); names are [A-Za-z0-9][A-Za-z0-9._-]{0,63}"),
+                   "which signed-in account (default: default); up to 64 letters, digits, '.', '_' or '-'"),
         OptionSpec("--store", value: "STORE", choices: StoreChoice.allCases.map(\.rawValue), env: "CHATGPT_CREDENTIAL_STORE",
-                   "where tokens live: auto (default), secret-service or file"),
+                   "where tokens live (default: auto)"),
         OptionSpec("--protocol", value: "PROTOCOL", choices: WireProtocol.allCases.map(\.rawValue),
-                   "how verbs read stdin and write stdout (default: plain, or from the program name)"),
+                   "how verbs read and write (default: plain)"),
         OptionSpec("--non-interactive", env: "CHATGPT_CREDENTIAL_NONINTERACTIVE",
                    "never prompt, never open a browser"),
         OptionSpec("--verbose", short: "v", env: "CHATGPT_CREDENTIAL_DEBUG", "diagnostics on stderr, secrets redacted"),
         OptionSpec("--no-cache", env: "CHATGPT_CREDENTIAL_CACHE", envValue: "off",
-                   "neither read nor write the access cache in the kernel keyring"),
+                   "skip the access cache in the kernel keyring"),
         OptionSpec("--broker", value: "unix:PATH", env: "CHATGPT_CREDENTIAL_BROKER",
-                   "client mode: ask the broker on this socket instead of any store (\(clientModeVerbs), git/docker get)"),
+                   "client mode: ask the broker at PATH, no store"),
         OptionSpec("--version", "print the version and exit"),
         OptionSpec("--help", short: "h", "show help (also after any verb)"),
     ]
@@ -163,11 +163,6 @@ public enum CommandLineSpec {
         UsageCommand.self, RefreshCommand.self, ExecCommand.self, ServeCommand.self, HelpCommand.self,
         VersionCommand.self,
     ]
-
-    /// The verbs that work in client mode through the broker, for `--broker`'s help.
-    static var clientModeVerbs: String {
-        verbTypes.filter { $0.worksThroughTheBroker }.map { $0.spec.name }.joined(separator: ", ")
-    }
 
     /// The verbs' specs, in that order.
     public static let verbs: [VerbSpec] = verbTypes.map { $0.spec }
@@ -200,8 +195,11 @@ public enum CommandLineSpec {
     }
 
     /// `--min-ttl SECONDS`, `--from-codex [PATH]`, `--json`.
+    /// An option that takes one of a few words shows them (`--protocol plain|git|docker`), never a
+    /// placeholder or a pattern (man page, "Help").
     static func optionWithValue(_ o: OptionSpec) -> String {
-        guard let v = o.value else { return o.long }
+        guard let placeholder = o.value else { return o.long }
+        let v = o.choices.isEmpty ? placeholder : o.choices.joined(separator: "|")
         return o.long + (o.valueOptional ? " [\(v)]" : " \(v)")
     }
 
@@ -211,53 +209,52 @@ public enum CommandLineSpec {
 
     /// `  -v, --verbose             diagnostics…`: the head, then the help wrapped in a column
     /// of its own (on the next line when the head is too long).
-    static func optionLine(_ o: OptionSpec, width: Int = defaultWidth) -> String {
+    static func optionLine(_ o: OptionSpec, width: Int = defaultWidth, withVariable: Bool = true) -> String {
         let head = "  " + optionHead(o)
         var help = o.help
-        if let env = o.env { help += " [$\(env)\(o.envValue.map { "=" + $0 } ?? "")]" }
+        if withVariable, let env = o.env { help += " [$\(env)\(o.envValue.map { "=" + $0 } ?? "")]" }
         let column = 30
         let body = wrap(help, width: width, indent: column)
         if head.count < column - 1 { return head.padded(to: column) + body.dropFirst(column) }
         return head + "\n" + body
     }
 
+    /// The verbs the short help lists, the most used first: the first six of these that are
+    /// registered (man page, "Help").
+    static let mostUsedVerbs = ["login", "get", "status", "doctor", "usage", "exec", "refresh", "erase"]
+
+    /// `  login     sign in and store the tokens`, wrapped.
+    static func verbLine(_ v: VerbSpec, width: Int) -> String {
+        ("  " + v.name).padded(to: 12) + wrap(v.summary, width: width, indent: 12).dropFirst(12) + "\n"
+    }
+
+    /// What `chatgpt-credential` alone prints on stderr (exit 2): the usage line, the six most used
+    /// verbs and where to read more, in at most 15 lines of 80 columns.
+    public static func shortHelp(width: Int = defaultWidth) -> String {
+        let width = max(40, width)
+        var s = "Usage: \(programName) [GLOBAL OPTIONS] VERB [VERB OPTIONS]\n\nMost used verbs:\n"
+        for name in mostUsedVerbs.filter({ verb($0) != nil }).prefix(6) { s += verbLine(verb(name)!, width: width) }
+        s += "\n" + wrap("All verbs and options: \(programName) --help; a verb's: \(programName) VERB --help; more: man \(programName).", width: width) + "\n"
+        return s
+    }
+
+    /// `--help`: every verb, the global options, where to read more; at most 40 lines of 80 columns
+    /// (man page, "Help"). The options' variables are named in one paragraph, not on each line.
     public static func mainHelp(width: Int = defaultWidth) -> String {
         let width = max(40, width)
-        var s = wrap("\(programName) — ChatGPT sign-in and fresh bearer tokens for scripts and tools", width: width) + "\n"
-        s += """
-
-        Usage: \(programName) [GLOBAL OPTIONS] VERB [VERB OPTIONS]
-
-        Verbs:
-
-        """
-        for v in verbs {
-            s += ("  " + v.name).padded(to: 12) + wrap(v.summary, width: width, indent: 12).dropFirst(12) + "\n"
-        }
+        var s = wrap("\(programName) — ChatGPT sign-in and fresh bearer tokens for scripts", width: width) + "\n"
+        s += "\nUsage: \(programName) [GLOBAL OPTIONS] VERB [VERB OPTIONS]\n\nVerbs:\n"
+        for v in verbs { s += verbLine(v, width: width) }
         s += "\nGlobal options (before or after the verb):\n"
-        for o in globalOptions { s += optionLine(o, width: width) + "\n" }
-        s += "\nEnvironment:\n"
-        let environment = [
-            ("CHATGPT_CREDENTIAL_ISSUER", "OAuth issuer (default https://auth.openai.com; https, or http on loopback)"),
-            ("CHATGPT_CREDENTIAL_BACKEND", "ChatGPT backend for usage (default https://chatgpt.com/backend-api; same rule)"),
-            ("CHATGPT_CREDENTIAL_PASSPHRASE_FILE", "file store: encrypt with this passphrase (age scrypt)"),
-            ("CHATGPT_CREDENTIAL_CACHE_TTL", "seconds a cached access token may be served (1-3600, default \(AccessCacheSettings.defaultTTL))"),
-        ]
-        for (name, help) in environment { s += "  " + name + "\n" + wrap(help, width: width, indent: 6) + "\n" }
-        s += "  A variable set but empty counts as unset.\n\n"
-        s += wrap("As git-credential-chatgpt it speaks git's credential protocol; as docker-credential-chatgpt, docker's.", width: width) + "\n\n"
-        s += wrap("Exit codes: 0 ok, 1 failure, 2 usage, 3 login required, 4 temporary (retry later), 5 store problem (locked, unreadable, wrong key, corrupt, permissions).", width: width) + "\n"
-        s += """
-
-        Typical use:
-          \(programName) login
-          curl -H "Authorization: Bearer $(\(programName) get)" \\
-               -H "ChatGPT-Account-ID: $(\(programName) get --account-id)" \\
-               https://chatgpt.com/backend-api/...
-
-
-        """
-        s += wrap("Run '\(programName) VERB --help' for a verb's options; see also chatgpt-credential(1), and chatgpt-credential(7) for how a sign-in is kept.", width: width) + "\n"
+        for o in globalOptions { s += optionLine(o, width: width, withVariable: false) + "\n" }
+        let variables = globalOptions.compactMap(\.env) + ["CHATGPT_CREDENTIAL_ISSUER", "CHATGPT_CREDENTIAL_BACKEND",
+                                                          "CHATGPT_CREDENTIAL_PASSPHRASE_FILE", "CHATGPT_CREDENTIAL_CACHE_TTL"]
+        let prefix = "CHATGPT_CREDENTIAL_"
+        s += "\n" + wrap("Environment: \(prefix)* (" + variables.map { String($0.dropFirst(prefix.count)) }.joined(separator: ", ")
+                         + "); empty is unset.", width: width) + "\n"
+        s += wrap("Named git-credential-chatgpt or docker-credential-chatgpt: their protocol.", width: width) + "\n"
+        s += wrap("Exit: 0 ok, 1 failure, 2 usage, 3 sign in again, 4 retry later, 5 store problem.", width: width) + "\n"
+        s += wrap("More: \(programName) VERB --help; man 1 and 7 \(programName)", width: width) + "\n"
         return s
     }
 
@@ -274,9 +271,7 @@ public enum CommandLineSpec {
             s += "\nExamples:\n"
             for e in v.examples { s += e.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") + "\n" }
         }
-        let globals = settingOptions.map { o in
-            o.value.map { "\(o.long) \($0)" } ?? o.long
-        }
+        let globals = settingOptions.map(optionWithValue)
         s += "\n" + wrap("Global options: " + globals.joined(separator: ", ") + " (see: \(programName) --help).", width: width, indent: 2).dropFirst(2) + "\n"
         return s
     }

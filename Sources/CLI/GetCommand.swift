@@ -21,7 +21,7 @@ struct GetCommand: Verb {
             OptionSpec("--id-token", exclusiveGroup: "format", "print the id token instead"),
             OptionSpec("--json", exclusiveGroup: "format", "print {access_token, account_id, expires_at, email, plan} as JSON"),
             OptionSpec("--header", exclusiveGroup: "format", "print 'Authorization: Bearer TOKEN' and 'ChatGPT-Account-ID: ID'"),
-            OptionSpec("--env", exclusiveGroup: "format", "print CHATGPT_ACCESS_TOKEN=… and CHATGPT_ACCOUNT_ID=…, shell-quoted, for eval"),
+            OptionSpec("--env", exclusiveGroup: "format", "print export CHATGPT_ACCESS_TOKEN=… and export CHATGPT_ACCOUNT_ID=…, shell-quoted, for eval"),
             OptionSpec("--min-ttl", value: "SECONDS", "refresh unless the token is valid this long (default and minimum: \(TokenDocument.refreshMargin))"),
             OptionSpec("--force-refresh", "refresh now, whatever the expiry"),
         ],

@@ -34,7 +34,9 @@ public enum GetFormatter {
             // The account id may be unknown (empty) but never carries control bytes to a terminal.
             let account = d.accountId.isEmpty ? "" : try safe(d.accountId, "account id", profile: profile)
             let token = try safe(d.accessToken, "access token", profile: profile)
-            return line(["CHATGPT_ACCESS_TOKEN="], token, ["\nCHATGPT_ACCOUNT_ID=", shellQuote(account)], shellQuoted: true)
+            // `export`, as `ssh-agent -s` prints: `eval "$(… get --env)"` makes both visible to the
+            // shell's children too (man page, `get --env`).
+            return line(["export CHATGPT_ACCESS_TOKEN="], token, ["\nexport CHATGPT_ACCOUNT_ID=", shellQuote(account)], shellQuoted: true)
         }
     }
 

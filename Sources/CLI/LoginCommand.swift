@@ -100,11 +100,11 @@ extension Runner {
     private func runFlow(_ chosen: LoginMode, _ g: GlobalOptions, client: IssuerClient, interrupt: InterruptWatch?,
                          clipboard: Bool, keep: (TokenGrant) throws -> Void) throws {
         let settings = services.settings
-        let prompts = SignInPrompts(console: console, clipboard: clipboard)
+        let prompts = SignInPrompts(console: console, clipboard: clipboard, noColor: settings.noColor, term: settings.term)
         switch chosen {
         case .device:
             var flow = DeviceCodeFlow(client: client, presenter: prompts, interrupt: interrupt, profile: g.profile)
-            flow.debug = { self.verbose(g, $0) }
+            flow.debug = { if g.verbose { prompts.progressEnded() }; self.verbose(g, $0) }
             try flow.run(complete: keep)
         case .paste:
             let flow = PasteBackFlow(client: client, console: console, presenter: prompts, interrupt: interrupt,

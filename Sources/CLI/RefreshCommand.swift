@@ -8,7 +8,7 @@ import Credentials
 struct RefreshCommand: Verb {
     static let spec = VerbSpec(
         name: "refresh",
-        summary: "refresh now, as get --force-refresh would, printing nothing on stdout",
+        summary: "refresh now (for timers), printing nothing on stdout",
         details: """
         Refreshes the profile's tokens now through the one owner (the lock, reserve before
         spend, the shared back-off) and prints one line per profile on stderr: refreshed,

@@ -12,14 +12,23 @@ final class SignInPrompts: SignInPresenter {
     var clipboard: Bool
     /// Columns to wrap the prompts at.
     var width: Int
+    /// Bold and the clipboard's escape are written: stderr is a terminal, `NO_COLOR` is unset and
+    /// `TERM` is set and not `dumb` (as `usage` decides; man page, `login`).
+    var styled: Bool
+    /// The columns of the updating waiting line now on the terminal (0: none).
+    private var progressShown = 0
 
-    init(console: Console, clipboard: Bool = false, width: Int? = nil) {
+    init(console: Console, clipboard: Bool = false, width: Int? = nil, noColor: Bool = false, term: String? = "xterm") {
         self.console = console
         self.clipboard = clipboard
         self.width = width ?? console.errorWidth
+        styled = console.stderrIsTerminal && !noColor && !(term ?? "").isEmpty && term != "dumb"
     }
 
-    private func say(_ text: String) { for line in TextWrap.lines(text, width: width) { console.err(line) } }
+    private func say(_ text: String) {
+        progressEnded()
+        for line in TextWrap.lines(text, width: width) { console.err(line) }
+    }
 
     /// The address (or the code) set off by blank lines and indented, never wrapped.
     private func verbatim(_ text: String) {
@@ -34,7 +43,7 @@ final class SignInPrompts: SignInPresenter {
     func showDeviceCode(url: String, code: String, expiresIn seconds: Double) {
         var shown = code
         var copied = false
-        if console.stderrIsTerminal {
+        if styled {
             shown = "\u{1B}[1m" + code + "\u{1B}[0m" // bold; our own escape, the code itself is sanitised
             if clipboard {
                 shown += "\u{1B}]52;c;" + Base64.encode(Array(code.utf8), alphabet: .standard, padded: true) + "\u{07}"
@@ -49,8 +58,31 @@ final class SignInPrompts: SignInPresenter {
         say("The code expires in \(Self.duration(seconds)); waiting for approval (Ctrl-C to cancel).")
     }
 
-    func waiting(remaining seconds: Double) {
-        notice("still waiting for approval; the code expires in \(Self.duration(seconds))")
+    /// The periodic reminder: on a terminal the updating line says it already; off one nothing
+    /// is printed while waiting (a log gets no progress lines).
+    func waiting(remaining seconds: Double) {}
+
+    /// On a terminal, one line updated in place (a carriage return and spaces, no escape):
+    /// `Waiting for approval: 0:22 elapsed, 14:38 left on the code`. Nothing off a terminal.
+    func progress(elapsed: Double, remaining: Double) {
+        guard console.stderrIsTerminal else { return }
+        let line = "Waiting for approval: \(Self.clock(elapsed)) elapsed, \(Self.clock(remaining)) left on the code"
+        let shown = String(line.prefix(max(10, width - 1)))
+        console.errInPlace("\r" + shown + String(repeating: " ", count: max(0, progressShown - shown.count)))
+        progressShown = shown.count
+    }
+
+    func progressEnded() {
+        guard progressShown > 0 else { return }
+        console.errInPlace("\r" + String(repeating: " ", count: progressShown) + "\r")
+        progressShown = 0
+    }
+
+    /// `14:38`, `1:02:03`.
+    static func clock(_ seconds: Double) -> String {
+        let s = max(0, Int(seconds.rounded(.down)))
+        func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        return s >= 3600 ? "\(s / 3600):\(two(s % 3600 / 60)):\(two(s % 60))" : "\(s / 60):\(two(s % 60))"
     }
 
     func showAuthorizeURL(_ url: String, use: AuthorizeURLUse) {
@@ -77,7 +109,10 @@ final class SignInPrompts: SignInPresenter {
         }
     }
 
-    func notice(_ text: String) { console.err("chatgpt-credential: " + text) }
+    func notice(_ text: String) {
+        progressEnded()
+        console.err("chatgpt-credential: " + text)
+    }
 
     /// "15 minutes", "1 minute", "45 seconds".
     static func duration(_ seconds: Double) -> String {

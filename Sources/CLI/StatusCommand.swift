@@ -36,6 +36,16 @@ struct StatusCommand: Verb {
     var keyringAdvice: KeyringAdvice { all ? .none : .useTheFileCopy }
 }
 
+extension StatusReport {
+    /// Where the profile is kept, in words: which Secret Service collection holds its item (one
+    /// more SearchItems; nil when it cannot be told), since a collection that lives only in
+    /// memory loses the credential when the keyring daemon restarts; or the encrypted file's path.
+    mutating func describe(_ store: CredentialStore, _ profile: Profile) {
+        collection = try? store.collection(of: profile)
+        if store.kind == .file { location = store.location(for: profile) }
+    }
+}
+
 /// `status [--json] [--all]` (man page VERBS): who is signed in, from the access cache or the
 /// store, never a secret.
 extension Runner {
@@ -48,7 +58,7 @@ extension Runner {
         let owner = owner(g)
         if let (kind, credential) = owner.cached() {
             var report = StatusReport(profile: g.profile.name, store: kind, cached: credential, now: now)
-            report.collection = collection(of: g.profile, in: services.makeSelector(g).store(of: kind))
+            report.describe(services.makeSelector(g).store(of: kind), g.profile)
             try console.out(json ? JSON.serialize(report.json()) + "\n" : report.text())
             return .exit(0)
         }
@@ -64,18 +74,12 @@ extension Runner {
             throw CredentialError.notSignedIn(profile: g.profile.name)
         }
         var report = StatusReport(profile: g.profile.name, store: located.store.kind, document: located.document, now: now)
-        report.collection = collection(of: g.profile, in: located.store)
+        report.describe(located.store, g.profile)
         try console.out(json ? JSON.serialize(report.json()) + "\n" : report.text())
         if let problem = report.unusable { throw problem }
         return .exit(0)
     }
 
-    /// Which Secret Service collection holds the profile's item (one more SearchItems), or nil
-    /// for another store or when it cannot be told: `status` names it because a collection that
-    /// lives only in memory loses the credential when the keyring daemon restarts.
-    private func collection(of profile: Profile, in store: CredentialStore) -> String? {
-        try? store.collection(of: profile)
-    }
 
     private func statusOfAll(_ g: GlobalOptions, json: Bool, now: Int64) throws -> Outcome {
         let listing = everyProfile(g)
@@ -89,7 +93,7 @@ extension Runner {
             do {
                 if let located = try services.makeSelector(g2).locate(profile) {
                     var entry = StatusReport(profile: name, store: located.store.kind, document: located.document, now: now)
-                    entry.collection = collection(of: profile, in: located.store)
+                    entry.describe(located.store, profile)
                     entries.append(entry)
                 }
             } catch let e as CredentialError {
@@ -102,7 +106,7 @@ extension Runner {
             // The table's STATUS says `locked` or `unreadable`; the reason is one stderr line each.
             for e in entries { if let p = e.problem, p.exitCode == 5 { console.err("chatgpt-credential: \(e.profile): " + p.message) } }
         }
-        try console.out(json ? StatusReport.jsonList(entries) : StatusReport.textList(entries, storesUnreadable: !problems.isEmpty, defaultProfile: g.profile.name))
+        try console.out(json ? StatusReport.jsonList(entries) : StatusReport.textList(entries, storesUnreadable: !problems.isEmpty, defaultProfile: g.profile.name, width: console.outputWidth))
         if let first = problems.first ?? entries.compactMap(\.problem).first(where: { $0.exitCode == 5 }) { return .exit(first.exitCode) }
         return .exit(entries.contains { $0.unusable == nil } ? 0 : 3)
     }

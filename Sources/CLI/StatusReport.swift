@@ -1,6 +1,29 @@
 import CredentialCore
 import SystemRuntime
 import Credentials
+import Glibc
+
+/// Local time with its zone, `2026-12-06 14:03 CET`, for what people read (`status`); JSON stays
+/// RFC 3339 UTC (man page, `status`).
+enum LocalClock {
+    static func dateTime(_ seconds: Int64) -> String {
+        tzset()
+        var t = time_t(seconds)
+        var broken = tm()
+        localtime_r(&t, &broken)
+        var buffer = [CChar](repeating: 0, count: 64)
+        let n = strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M %Z", &broken)
+        return String(decoding: buffer.prefix(n).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// `  label:   value` lines with the values in one column, as `gh auth status` aligns them.
+enum LabeledLines {
+    static func render(_ rows: [(String, String)]) -> String {
+        let width = (rows.map(\.0.count).max() ?? 0) + 1
+        return rows.map { "  " + ($0.0 + ":").padded(to: width + 2) + $0.1 + "\n" }.joined()
+    }
+}
 
 /// `status`: who is signed in, without secrets. `unusable` is the one decision both the text and
 /// the JSON (and the exit code) follow: nil when `get` would succeed without a new sign-in.
@@ -18,6 +41,10 @@ struct StatusReport {
     }
     /// The Secret Service collection (D-Bus object path) holding the item, when that store holds it.
     var collection: String?
+    /// Where the store keeps it, for the file store: the encrypted file's path.
+    var location: String?
+    /// How times are shown to people: local time with the zone (tests pass a fixed one).
+    var localTime: (Int64) -> String = LocalClock.dateTime
     /// `status --all` only: whether this is the profile verbs use without --profile.
     var isDefault: Bool?
 
@@ -92,17 +119,41 @@ struct StatusReport {
         }
     }
 
-    /// The text lines for the two times (man page, `status`).
+    /// The text lines for the two times (man page, `status`): local time, and how long ago or until.
     var lastRefreshText: String {
         guard let d = shown?.times else { return "" }
-        if d.lastRefresh > 0 { return "\(Clock.rfc3339(d.lastRefresh)) (\(TimeSpan.span(max(0, now - d.lastRefresh))) ago)" }
-        if d.storedAt > 0 { return "unknown (stored \(Clock.rfc3339(d.storedAt)), counted from then)" }
+        if d.lastRefresh > 0 { return "\(localTime(d.lastRefresh)) (\(TimeSpan.span(max(0, now - d.lastRefresh))) ago)" }
+        if d.storedAt > 0 { return "unknown (stored \(localTime(d.storedAt)), counted from then)" }
         return "unknown"
     }
 
     var nextRefreshText: String {
         guard let next = nextRefresh else { return "none before a new sign-in" }
-        return next <= now ? "\(Clock.rfc3339(next)) (due: at the next get)" : "\(Clock.rfc3339(next)) (in \(TimeSpan.span(next - now)))"
+        return next <= now ? "at the next get" : "\(localTime(next)) (in \(TimeSpan.span(next - now)))"
+    }
+
+    /// The access token's line: until when it is valid, or that the next `get` refreshes; never
+    /// a dropped token's zero expiry read as a date in 1970.
+    var accessTokenText: String {
+        guard let expiresAt = shown?.accessExpiry, expiresAt > 0 else { return "none (dropped after a rejection); the next get refreshes" }
+        if expiresAt > now { return "valid until \(localTime(expiresAt)) (in \(TimeSpan.span(expiresAt - now)))" }
+        let ago = "expired \(localTime(expiresAt)) (\(TimeSpan.span(now - expiresAt)) ago)"
+        return shown?.rejection == nil ? ago + "; the next get refreshes" : ago
+    }
+
+    /// The store in words a newcomer knows: the keyring's name and whether it is kept on disk
+    /// (never a D-Bus object path), or the encrypted file's path.
+    var storeText: String? {
+        guard let store else { return nil }
+        switch store {
+        case .file:
+            return "encrypted file" + (location.map { " " + Sanitize.line($0) } ?? "")
+        case .secretService:
+            guard let collection else { return "Secret Service keyring" }
+            let name = Sanitize.line(String(collection.split(separator: "/").last ?? Substring(collection)))
+            return "keyring \"\(name)\" (Secret Service), " + (StoreCollection.isDurable(collection)
+                ? "kept on disk" : "in memory only: lost when the keyring daemon restarts")
+        }
     }
 
     func json() -> JSONValue {
@@ -113,7 +164,9 @@ struct StatusReport {
         if let shown {
             let d = shown.times
             m += [("email", .string(shown.email)), ("plan", .string(shown.plan)), ("account_id", .string(shown.accountId)),
-                  ("expires_at", .string(Clock.rfc3339(d.expiresAt))), ("expires_in", .number(Double(d.expiresAt - now))),
+                  // A dropped access token has no expiry: null, as the text says "the next get refreshes".
+                  ("expires_at", (shown.accessExpiry ?? 0) > 0 ? .string(Clock.rfc3339(d.expiresAt)) : .null),
+                  ("expires_in", (shown.accessExpiry ?? 0) > 0 ? .number(Double(d.expiresAt - now)) : .null),
                   ("last_refresh", d.lastRefresh > 0 ? .string(Clock.rfc3339(d.lastRefresh)) : .null),
                   ("next_refresh", nextRefresh.map { .string(Clock.rfc3339($0)) } ?? .null)]
             if d.lastRefresh <= 0, d.storedAt > 0 { m.append(("stored_at", .string(Clock.rfc3339(d.storedAt)))) }
@@ -127,27 +180,23 @@ struct StatusReport {
 
     func text() -> String {
         guard let shown else { return "\(profile): \(problem?.message ?? "not signed in")\n" }
-        let d = shown.times
         let who = Sanitize.line(shown.email.isEmpty ? "unknown email" : shown.email)
         let plan = Sanitize.line(shown.plan.isEmpty ? "unknown plan" : shown.plan)
         let login = ((try? Profile(profile)) ?? .default).loginCommand
-        var s = unusable == nil
+        let s = unusable == nil
             ? "Signed in as \(who) (\(plan)), account \(Sanitize.line(shown.accountId))\n"
             : "Sign-in needed for \(who) (\(plan)), account \(Sanitize.line(shown.accountId))\n"
-        s += "  profile:  \(profile)\n"
-        if let store { s += "  store:    \(store.rawValue)\n" }
-        if let collection {
-            let memoryOnly = StoreCollection.isDurable(collection) ? "" : " (in memory only: lost when the keyring daemon restarts)"
-            s += "  collection: \(Sanitize.line(collection))\(memoryOnly)\n"
-        }
-        s += "  expires:  \(Clock.rfc3339(d.expiresAt)) (\(TimeSpan.expiry(d.expiresAt - now)))\n"
-        s += "  refreshed: \(lastRefreshText)\n"
-        s += "  next refresh: \(nextRefreshText)\n"
+        var rows: [(String, String)] = [("profile", profile)]
+        if let storeText { rows.append(("store", storeText)) }
+        rows.append(("access token", accessTokenText))
+        rows.append(("refreshed", lastRefreshText))
+        // A dropped token's line already says the next get refreshes: not said twice.
+        if (shown.accessExpiry ?? 0) > 0 || nextRefresh == nil { rows.append(("next refresh", nextRefreshText)) }
         if let r = shown.rejection {
             let when = unusable == nil ? "before this token expires" : "now"
-            s += "  sign-in needed \(when): the issuer rejected the refresh token (\(Sanitize.line(r, limit: 60))); run: \(login)\n"
+            rows.append(("sign-in", "needed \(when): the issuer rejected the refresh token (\(Sanitize.line(r, limit: 60))); run: \(login)"))
         }
-        return s
+        return s + LabeledLines.render(rows)
     }
 
     static func jsonList(_ entries: [StatusReport]) -> String {
@@ -177,30 +226,35 @@ struct StatusReport {
 
     static let tableHeader = ["PROFILE", "EMAIL", "PLAN", "STORE", "EXPIRES", "STATUS"]
 
-    /// `status --all`: a table with a header, one row per profile and store, `*` before the
-    /// profile verbs use without --profile. Fits `width` columns by shortening the EMAIL column
-    /// (ending it in `…`) down to 12 characters; always a table, on a terminal or not. With
-    /// nothing found, "No profiles signed in." — unless a store could not be read, when nothing
-    /// can be said (the reason is on stderr).
+    /// `status --all`: a table with a header, one row per profile and store, sorted by profile,
+    /// `*` before the profile verbs use without --profile. A profile name or an email is never cut:
+    /// when the table is wider than `width`, PLAN, then STORE, then EXPIRES are left out (man
+    /// page, `status --all`). With nothing found, "No profiles signed in." — unless a store could
+    /// not be read, when nothing can be said (the reason is on stderr).
     static func textList(_ entries: [StatusReport], storesUnreadable: Bool, defaultProfile: String, width: Int = 80) -> String {
         if entries.isEmpty { return storesUnreadable ? "" : "No profiles signed in.\n" }
+        let entries = entries.enumerated().sorted { a, b in
+            a.element.profile != b.element.profile ? a.element.profile < b.element.profile : a.offset < b.offset
+        }.map(\.element)
         let rows: [[String]] = [tableHeader] + entries.map { e in
             [e.profile, Sanitize.line(e.shown.map { $0.email.isEmpty ? "-" : $0.email } ?? "-"),
              Sanitize.line(e.shown.map { $0.plan.isEmpty ? "-" : $0.plan } ?? "-"),
              e.store?.rawValue ?? "-", e.expiresWord, e.statusWord]
         }
-        var widths = (0..<tableHeader.count).map { c in rows.map { $0[c].count }.max() ?? 0 }
-        // marker (2) + columns + two spaces between them; STATUS is last and not padded.
-        let total = 2 + widths.reduce(0, +) + 2 * (widths.count - 1)
-        if total > width { widths[1] = max(12, widths[1] - (total - width)) }
-        func cell(_ text: String, _ w: Int) -> String {
-            text.count <= w ? text : String(text.prefix(w - 1)) + "…"
+        var columns = Array(tableHeader.indices)
+        func total(_ columns: [Int]) -> Int {
+            // marker (2) + columns + two spaces between them.
+            2 + columns.map { c in rows.map { $0[c].count }.max() ?? 0 }.reduce(0, +) + 2 * (columns.count - 1)
         }
+        for drop in ["PLAN", "STORE", "EXPIRES"] where total(columns) > width {
+            columns.removeAll { tableHeader[$0] == drop }
+        }
+        let widths = tableHeader.indices.map { c in rows.map { $0[c].count }.max() ?? 0 }
         return rows.enumerated().map { i, row -> String in
             let mark = i > 0 && entries[i - 1].profile == defaultProfile ? "* " : "  "
             var line = mark
-            for c in 0..<(row.count - 1) { line += cell(row[c], c == 0 ? row[c].count : widths[c]).padded(to: widths[c] + 2) }
-            return line + row[row.count - 1]
+            for c in columns.dropLast() { line += row[c].padded(to: widths[c] + 2) }
+            return line + row[columns.last!]
         }.joined(separator: "\n") + "\n"
     }
 }

@@ -11,7 +11,7 @@ import Glibc
 struct UsageCommand: Verb {
     static let spec = VerbSpec(
         name: "usage",
-        summary: "show the plan and rate-limit windows (5 h, 7 d) of the signed-in account",
+        summary: "show the plan and rate-limit windows (5 h, 7 d) of the account",
         details: """
         Asks the ChatGPT backend (GET $CHATGPT_CREDENTIAL_BACKEND/wham/usage) with a fresh
         token, as get would; on a 401, refreshes once and retries once. Shows the plan, one

@@ -66,17 +66,21 @@ struct UsageRenderer {
         var exit: Int32
     }
 
-    /// `usage --all`: one block per profile, headed by its name, blocks apart by a blank line;
-    /// a failed profile shows its error and exit code in its block. Nothing found: "No profiles
-    /// signed in." — unless a store could not be read (the reason is on stderr).
+    /// `usage --all`: one block per profile, headed `Profile NAME` with its lines indented under
+    /// it, so a profile's heading never looks like an extra limit's name (which stands unindented
+    /// in `usage`, indented once here); blocks apart by a blank line; a failed profile shows its
+    /// error and exit code in its block. Nothing found: "No profiles signed in." — unless a store
+    /// could not be read (the reason is on stderr).
     func blocks(_ entries: [(String, Result<(UsageReport, String?), Failure>)], storesUnreadable: Bool) -> String {
         if entries.isEmpty { return storesUnreadable ? "" : "No profiles signed in.\n" }
         return entries.map { name, answer in
-            let head = bold(name) + "\n"
+            let head = bold("Profile " + name) + "\n"
+            let body: String
             switch answer {
-            case .success(let (report, plan)): return head + text(report, plan: plan)
-            case .failure(let f): return head + colour("1;31", "error") + " (exit \(f.exit)): " + Sanitize.line(f.message) + "\n"
+            case .success(let (report, plan)): body = text(report, plan: plan)
+            case .failure(let f): body = colour("1;31", "error") + " (exit \(f.exit)): " + Sanitize.line(f.message) + "\n"
             }
+            return head + body.split(separator: "\n").map { Self.indent + $0 + "\n" }.joined()
         }.joined(separator: "\n")
     }
 

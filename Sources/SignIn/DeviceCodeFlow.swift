@@ -52,6 +52,17 @@ public struct DeviceCodeFlow {
                                  code: Sanitize.line(device.userCode, limit: 64), expiresIn: lifetime)
         let start = Clock.monotonicMillis()
         let deadline = start + Int64(lifetime * 1000)
+        defer { presenter.progressEnded() }
+        /// Sleeps `seconds` in slices of at most a second, reporting the progress after each.
+        func pauseShowingProgress(_ seconds: Double) -> Bool {
+            let until = Clock.monotonicMillis() + Int64(seconds * 1000)
+            while true {
+                let now = Clock.monotonicMillis()
+                presenter.progress(elapsed: Double(now - start) / 1000, remaining: Double(max(0, deadline - now)) / 1000)
+                if now >= until { return true }
+                if !Waiter.sleep(min(1, Double(until - now) / 1000), interrupt: interrupt) { return false }
+            }
+        }
         var nextReminder = start + Int64(reminderEvery * 1000)
         var interval = Double(device.interval)
         var failures = 0
@@ -59,7 +70,7 @@ public struct DeviceCodeFlow {
             let now = Clock.monotonicMillis()
             if now >= deadline { throw Self.expired(profile) }
             let pause = min(interval, Double(deadline - now) / 1000)
-            if !Waiter.sleep(pause, interrupt: interrupt) { throw InterruptWatch.cancelled }
+            if !pauseShowingProgress(pause) { throw InterruptWatch.cancelled }
             if Clock.monotonicMillis() >= deadline { throw Self.expired(profile) }
             if Clock.monotonicMillis() >= nextReminder {
                 presenter.waiting(remaining: Double(deadline - Clock.monotonicMillis()) / 1000)

@@ -13,6 +13,16 @@ public protocol SignInPresenter: AnyObject {
     func askForPastedAddress(callback: String, retry: PasteRetry?)
     /// One line of progress or advice (a browser that did not start, what is being waited for).
     func notice(_ text: String)
+    /// `login --device`, about once a second while it waits: `elapsed` seconds since the code was
+    /// shown, `remaining` before it expires (a terminal shows one line that updates in place).
+    func progress(elapsed: Double, remaining: Double)
+    /// The wait is over (approved, refused, expired, cancelled): an updating line is put away.
+    func progressEnded()
+}
+
+extension SignInPresenter {
+    public func progress(elapsed: Double, remaining: Double) {}
+    public func progressEnded() {}
 }
 
 /// How the authorize address is meant to be opened.

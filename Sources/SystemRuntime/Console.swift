@@ -13,6 +13,9 @@ public protocol Console: AnyObject {
     func out(_ secret: borrowing SecretBytes) throws
     /// Writes one line (a newline is added) to stderr.
     func err(_ line: String)
+    /// Writes `text` to stderr as given, no newline added: a line that updates in place on a
+    /// terminal (`\r`). Consoles that are not a process's own record it as a line.
+    func errInPlace(_ text: String)
     /// Reads all of stdin, at most `limit` bytes; more than that throws `badInput`. What comes in
     /// may be a credential (`store`), so it is read straight into `SecretBytes`.
     func readInput(limit: Int) throws -> SecretBytes
@@ -26,6 +29,7 @@ public protocol Console: AnyObject {
 }
 
 extension Console {
+    public func errInPlace(_ text: String) { err(text) }
     /// Consoles that are not a process's own (tests) print plain text.
     public var stdoutIsTerminal: Bool { false }
     /// The width of the terminal on stdout, when it is one and says.

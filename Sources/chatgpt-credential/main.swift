@@ -28,6 +28,7 @@ final class StandardConsole: Console {
         }
     }
     func err(_ line: String) { _ = writeAll(2, Array((line + "\n").utf8)) }
+    func errInPlace(_ text: String) { _ = writeAll(2, Array(text.utf8)) }
 
     func readInput(limit: Int) throws -> SecretBytes {
         var data = SecretBytes(capacity: 16384)

@@ -93,7 +93,6 @@ import Testing
         (["login", "--device", "--browser"], "choose one of --device, --browser, --no-browser"),
         (["exec"], "exec needs a command: chatgpt-credential exec -- CMD [ARG…]"),
         (["get", "extra"], "unexpected argument 'extra'"),
-        ([], "missing verb"),
         (["status", "--json=yes"], "option --json takes no value"),
         (["-x"], "unknown option '-x' (see: chatgpt-credential --help)"),
         (["usage", "--min-ttl", "600"], "unknown option '--min-ttl' for 'usage' (see: chatgpt-credential usage --help)"),
@@ -105,6 +104,15 @@ import Testing
         // The messages ending in a help page are the "did you mean"s, which say so themselves.
         let e = #expect(throws: CredentialError.usage(message, namesItsHelp: message.contains("(see: "))) { try parse(args) }
         #expect(e?.exitCode == 2)
+    }
+
+    /// No verb: the short help (stderr, exit 2), not a one-line "missing verb" (issue 29).
+    @Test func noVerbIsTheShortHelp() throws {
+        for args in [[], ["--profile", "work"], ["-v"]] {
+            let help = try #require(try parse(args).command.verb as? HelpCommand, "\(args)")
+            #expect(help.short && help.verb == nil, "\(args)")
+        }
+        #expect((try parse(["--help"]).command.verb as? HelpCommand)?.short == false)
     }
 
     @Test func usageTakesJSONAndGlobalOptions() throws {

@@ -273,7 +273,7 @@ import Testing
     @Test func helpNamesUsageAndItsBackend() throws {
         let main = CommandLineSpec.mainHelp()
         #expect(main.contains("\n  usage     show the plan and rate-limit windows"))
-        #expect(main.contains("CHATGPT_CREDENTIAL_BACKEND"))
+        #expect(main.contains("CHATGPT_CREDENTIAL_* (") && main.contains(" BACKEND,")) // the variables in one line (issue 29)
         let verb = try #require(CommandLineSpec.verb("usage"))
         let help = CommandLineSpec.verbHelp(verb)
         #expect(help.hasPrefix("Usage: chatgpt-credential [GLOBAL OPTIONS] usage [--json] [--all]\n"))

@@ -17,7 +17,7 @@ import TestSupport
         #expect(try text(doc, .accountId) == "acc-9\n")
         #expect(try text(doc, .idToken) == "id.tok\n")
         #expect(try text(doc, .header) == "Authorization: Bearer tok.en-1\nChatGPT-Account-ID: acc-9\n")
-        #expect(try text(doc, .env) == "CHATGPT_ACCESS_TOKEN='tok.en-1'\nCHATGPT_ACCOUNT_ID='acc-9'\n")
+        #expect(try text(doc, .env) == "export CHATGPT_ACCESS_TOKEN='tok.en-1'\nexport CHATGPT_ACCOUNT_ID='acc-9'\n")
         let json = try text(doc, .json)
         #expect(json == #"{"access_token":"tok.en-1","account_id":"acc-9","expires_at":"2027-01-15T08:00:00Z","email":"e@x.io","plan":"pro"}"# + "\n")
     }
@@ -35,8 +35,8 @@ import TestSupport
     @Test func envQuotesAQuoteInTheToken() throws {
         var quoted = doc
         quoted.accessToken = "it's"
-        #expect(try text(quoted, .env) == "CHATGPT_ACCESS_TOKEN='it'\\''s'\nCHATGPT_ACCOUNT_ID='acc-9'\n")
-        #expect(try text(quoted, .env).hasPrefix("CHATGPT_ACCESS_TOKEN=" + GetFormatter.shellQuote("it's") + "\n"))
+        #expect(try text(quoted, .env) == "export CHATGPT_ACCESS_TOKEN='it'\\''s'\nexport CHATGPT_ACCOUNT_ID='acc-9'\n")
+        #expect(try text(quoted, .env).hasPrefix("export CHATGPT_ACCESS_TOKEN=" + GetFormatter.shellQuote("it's") + "\n"))
     }
 
     @Test func refusesUnsafeValues() {

@@ -51,17 +51,43 @@ final class RecordingErrConsole: Console {
         #expect(words.contains("one-time") && words.contains("approval"), "no word cut: \(words)")
     }
 
-    @Test func reminderAndNoticesCarryTheProgramName() {
+    /// Issue 29: off a terminal nothing is printed while waiting (no reminder, no progress line).
+    @Test func noticesCarryTheProgramNameAndNothingIsPrintedWhileWaitingOffATerminal() {
         let console = RecordingErrConsole()
         let prompts = SignInPrompts(console: console)
         prompts.waiting(remaining: 61)
+        prompts.progress(elapsed: 22, remaining: 878)
+        prompts.progressEnded()
         prompts.showAuthorizeURL("http://x.test/a", use: .openOnThisMachine(browserDisabled: true))
         #expect(console.lines == [
-            "chatgpt-credential: still waiting for approval; the code expires in 1 minute",
             "chatgpt-credential: open this address in a browser on this machine to sign in:",
             "", "    http://x.test/a", "",
             "chatgpt-credential: (--non-interactive: no browser is opened)",
         ])
+    }
+
+    /// On a terminal: one line updated in place (elapsed, time left), put away before anything else.
+    @Test func onATerminalTheWaitIsOneUpdatingLine() {
+        let console = RecordingErrConsole(tty: true)
+        let prompts = SignInPrompts(console: console)
+        prompts.progress(elapsed: 22, remaining: 878)
+        prompts.progress(elapsed: 23, remaining: 877)
+        prompts.notice("x")
+        #expect(console.lines[0] == "\rWaiting for approval: 0:22 elapsed, 14:38 left on the code")
+        #expect(console.lines[1] == "\rWaiting for approval: 0:23 elapsed, 14:37 left on the code")
+        #expect(console.lines[2].hasPrefix("\r   ") && console.lines[2].hasSuffix("\r"))
+        #expect(console.lines[3] == "chatgpt-credential: x")
+        #expect(!console.text.contains("\u{1B}"))
+    }
+
+    /// NO_COLOR and TERM=dumb: no bold, no clipboard escape, on a terminal too.
+    @Test(arguments: [(true, "xterm"), (false, "dumb"), (false, "")])
+    func noColorAndADumbTerminalGetNoEscape(noColor: Bool, term: String) {
+        let console = RecordingErrConsole(tty: true)
+        SignInPrompts(console: console, clipboard: true, noColor: noColor, term: term)
+            .showDeviceCode(url: "http://127.0.0.1:9/codex/device", code: "ABCD-EFGH", expiresIn: 900)
+        #expect(!console.text.contains("\u{1B}"), "\(console.text)")
+        #expect(console.lines.contains("    ABCD-EFGH"))
     }
 
     @Test func aRetriedPasteSaysWhyAndHowManyTriesAreLeft() {

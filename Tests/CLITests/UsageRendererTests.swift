@@ -40,9 +40,10 @@ import Glibc
             ("alpha", .success((empty, "plus"))),
             ("beta", .failure(.init(message: "not signed in\u{1b}[2J", exit: 3))),
         ]
-        #expect(renderer(.plain).blocks(entries, storesUnreadable: false) == "alpha\nPlan: plus\nno limits reported\n\nbeta\nerror (exit 3): not signed in[2J\n")
-        #expect(renderer(.terminal(unicode: true)).blocks(entries, storesUnreadable: false).hasPrefix("\u{1b}[1malpha\u{1b}[0m\n\u{1b}[1mPlan:\u{1b}[0m plus\n"))
-        #expect(renderer(.terminal(unicode: true)).blocks(entries, storesUnreadable: false).hasSuffix("\n\u{1b}[1mbeta\u{1b}[0m\n\u{1b}[1;31merror\u{1b}[0m (exit 3): not signed in[2J\n"))
+        // Issue 29: a profile's heading says "Profile" and its lines are indented under it.
+        #expect(renderer(.plain).blocks(entries, storesUnreadable: false) == "Profile alpha\n  Plan: plus\n  no limits reported\n\nProfile beta\n  error (exit 3): not signed in[2J\n")
+        #expect(renderer(.terminal(unicode: true)).blocks(entries, storesUnreadable: false).hasPrefix("\u{1b}[1mProfile alpha\u{1b}[0m\n  \u{1b}[1mPlan:\u{1b}[0m plus\n"))
+        #expect(renderer(.terminal(unicode: true)).blocks(entries, storesUnreadable: false).hasSuffix("\n\u{1b}[1mProfile beta\u{1b}[0m\n  \u{1b}[1;31merror\u{1b}[0m (exit 3): not signed in[2J\n"))
         #expect(renderer(.plain).blocks([], storesUnreadable: false) == "No profiles signed in.\n")
         #expect(renderer(.plain).blocks([], storesUnreadable: true) == "")
     }

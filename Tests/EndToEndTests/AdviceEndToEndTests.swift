@@ -200,7 +200,7 @@ import Glibc
         #expect(ran.status == 0)
         let unlocked = Harness.run(Harness.binary, ["status"], env: bus.env)
         #expect(unlocked.status == 0, "after the suggested unlock: \(unlocked.stderr)")
-        #expect(unlocked.stdout.contains("store:    secret-service"))
+        #expect(unlocked.stdout.contains("  store:         keyring ") && unlocked.stdout.contains("(Secret Service), kept on disk"), "\(unlocked.stdout)")
     }
 
     /// A Secret Service that is not there (no session bus) under --store secret-service: `store`
@@ -243,7 +243,7 @@ import Glibc
         #expect(withFile.stderr.contains(marker), "\(withFile.stderr)")
         let followed = Harness.run(Harness.binary, ["--store", "file", "status"], env: bus.env)
         #expect(followed.status == 0, "\(followed.stderr)")
-        #expect(followed.stdout.contains("store:    file"))
+        #expect(followed.stdout.contains("  store:         encrypted file "), "\(followed.stdout)")
         // Unlock, then the suggested erase removes the keyring's old copy.
         var env = bus.env
         env["PASSWORD"] = "pw"

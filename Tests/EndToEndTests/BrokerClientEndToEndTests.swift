@@ -140,7 +140,7 @@ import Glibc
 
         for (format, expected) in [("--account-id", t.accountId + "\n"),
                                    ("--header", "Authorization: Bearer \(t.accessToken)\nChatGPT-Account-ID: \(t.accountId)\n"),
-                                   ("--env", "CHATGPT_ACCESS_TOKEN='\(t.accessToken)'\nCHATGPT_ACCOUNT_ID='\(t.accountId)'\n")] {
+                                   ("--env", "export CHATGPT_ACCESS_TOKEN='\(t.accessToken)'\nexport CHATGPT_ACCOUNT_ID='\(t.accountId)'\n")] {
             let r = Self.sandboxed(host.socket, ["chatgpt-credential", "get", format])
             #expect(r.status == 0 && r.stdout == expected, "get \(format): \(r.status) \(r.stdout) \(r.stderr)")
         }
@@ -159,7 +159,7 @@ import Glibc
         #expect(exec.status == 0 && exec.stdout == "\(t.accessToken) \(t.accountId)\n", "exec: \(exec.status) \(exec.stderr)")
 
         let status = Self.sandboxed(host.socket, ["chatgpt-credential", "status"])
-        #expect(status.status == 0 && status.stdout.contains("Signed in as \(t.email)") && status.stdout.contains("broker:   unix:/run/broker.sock"),
+        #expect(status.status == 0 && status.stdout.contains("Signed in as \(t.email)") && status.stdout.contains("  broker:        unix:/run/broker.sock"),
                 "\(status.stdout) \(status.stderr)")
 
         // What the host prints just before and just after: the reset times are counted from the

@@ -44,15 +44,42 @@ import Testing
 }
 
 extension FirstMinutesTests {
-    /// The width is the terminal's: at 100 columns the title stays on one line, at 80 it wraps.
+    /// `script` runs `command` in a pty of `cols` columns; stdout and stderr both reach its output.
+    static func inTerminal(_ command: String, cols: Int = 80) -> (status: Int32, lines: [Substring]) {
+        let r = Harness.run("/usr/bin/script", ["-qec", "stty cols \(cols) rows 50; \(command)", "/dev/null"],
+                            env: ["PATH": "/usr/bin:/bin", "TERM": "xterm", "HOME": "/nonexistent"], timeout: 20)
+        return (r.status, r.stdout.replacingOccurrences(of: "\r", with: "").split(separator: "\n", omittingEmptySubsequences: false).dropLast())
+    }
+
+    /// The width is the terminal's: at 100 columns the title stays on one line, at 60 it wraps.
     @Test func helpFollowsTheTerminalsWidth() {
-        func firstLine(_ cols: Int) -> String {
-            let r = Harness.run("/usr/bin/script", ["-qec", "stty cols \(cols) rows 50; exec \(Harness.binary) --help", "/dev/null"],
-                                env: ["PATH": "/usr/bin:/bin", "TERM": "xterm", "HOME": "/nonexistent"], timeout: 20)
-            return String(r.stdout.replacingOccurrences(of: "\r", with: "").split(separator: "\n").first ?? "")
+        #expect(Self.inTerminal("exec \(Harness.binary) --help", cols: 100).lines.first == "chatgpt-credential — ChatGPT sign-in and fresh bearer tokens for scripts")
+        #expect(Self.inTerminal("exec \(Harness.binary) --help", cols: 60).lines.first == "chatgpt-credential — ChatGPT sign-in and fresh bearer tokens")
+    }
+
+    /// Issue 29, first contact in a terminal of 80 columns: `chatgpt-credential` alone prints the
+    /// short help on stderr (≤ 15 lines, exit 2, nothing on stdout); `--help` ≤ 40 lines of ≤ 80
+    /// columns; no help shows a regular expression; `--protocol` spells out its values.
+    @Test func firstContactInAnEightyColumnTerminal() {
+        let bare = Self.inTerminal("exec \(Harness.binary) 2>&1 >/dev/null")
+        #expect(bare.status == 2, "exit \(bare.status)")
+        #expect(bare.lines.count <= 15 && bare.lines.count >= 8, "\(bare.lines.count) lines:\n\(bare.lines.joined(separator: "\n"))")
+        #expect(bare.lines.first == "Usage: chatgpt-credential [GLOBAL OPTIONS] VERB [VERB OPTIONS]")
+        #expect(bare.lines.contains { $0.hasPrefix("  get ") } && bare.lines.joined().contains("--help"))
+        let onStdout = Harness.run(Harness.binary, [], env: ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent"])
+        #expect(onStdout.status == 2 && onStdout.stdout.isEmpty && onStdout.stderr.hasPrefix("Usage: "), "\(onStdout.stderr)")
+
+        let main = Self.inTerminal("exec \(Harness.binary) --help")
+        #expect(main.status == 0)
+        #expect(main.lines.count <= 40, "--help is \(main.lines.count) lines")
+        #expect(main.lines.contains { $0.contains("--protocol plain|git|docker") })
+        for args in ["--help", "get --help", "status --help", "login --help", "serve --help", "refresh --help"] {
+            let help = Self.inTerminal("exec \(Harness.binary) \(args)")
+            for line in help.lines {
+                #expect(line.count <= 80, "\(args): \(line)")
+                #expect(!line.contains("[A-Za-z") && !line.contains("{0,"), "\(args) shows a regular expression: \(line)")
+            }
         }
-        #expect(firstLine(100) == "chatgpt-credential — ChatGPT sign-in and fresh bearer tokens for scripts and tools")
-        #expect(firstLine(80) == "chatgpt-credential — ChatGPT sign-in and fresh bearer tokens for scripts and")
     }
 }
 

@@ -115,7 +115,7 @@ import Glibc
         // The fact waited for: the binary's own clock puts the credential past the idle rule's
         // day — its status, read from the store (not the entry), says the refresh is due.
         #expect(Hostile.waitUntil(Double(margin) + 30) {
-            s.run(["--profile", "turning", "--no-cache", "status"]).stdout.contains("(due: at the next get)")
+            s.run(["--profile", "turning", "--no-cache", "status"]).stdout.contains("  next refresh:  at the next get\n")
         }, "the credential never turned idle")
         let after = s.run(["--profile", "turning", "get"])
         #expect(after.status == 0 && after.stdout != t.accessToken + "\n", "the cached token was served: \(after.stderr)")
@@ -205,11 +205,13 @@ import Glibc
         for key in ["last_refresh", "next_refresh", "expires_at", "email", "plan", "account_id", "signed_in"] {
             #expect("\(fromCache[key] ?? "absent")" == "\(fromStore[key] ?? "absent")", "\(key) differs")
         }
-        let text = s.run(["--profile", "shown", "--no-cache", "status"]).stdout
-        let cachedText = s.run(["--profile", "shown", "status"]).stdout
-        #expect(text.contains("  refreshed: \(Self.rfc3339(last)) (1 d 0 h ago)\n"), "\(text)")
-        #expect(text.contains("  next refresh: \(Self.rfc3339(last + 8 * Self.day)) (in 6 d 23 h)\n") ||
-                text.contains("  next refresh: \(Self.rfc3339(last + 8 * Self.day)) (in 7 d 0 h)\n"), "\(text)")
+        // Text in local time with the zone (TZ=UTC0: `2026-12-06 14:03 UTC`), labels aligned (issue 29).
+        let text = s.run(["--profile", "shown", "--no-cache", "status"], env: ["TZ": "UTC0"]).stdout
+        let cachedText = s.run(["--profile", "shown", "status"], env: ["TZ": "UTC0"]).stdout
+        func local(_ t: Int64) -> String { Self.rfc3339(t).prefix(16).replacingOccurrences(of: "T", with: " ") + " UTC" }
+        #expect(text.contains("  refreshed:     \(local(last)) (1 d 0 h ago)\n"), "\(text)")
+        #expect(text.contains("  next refresh:  \(local(last + 8 * Self.day)) (in 6 d 23 h)\n") ||
+                text.contains("  next refresh:  \(local(last + 8 * Self.day)) (in 7 d 0 h)\n"), "\(text)")
         #expect(text == cachedText, "text differs from the cache's:\n\(text)\n\(cachedText)")
         #expect(try issuer.counter("refresh_requests") == 0)
     }

@@ -333,7 +333,7 @@ import Glibc
         #expect(r.status == 0)
         let o = try #require(try JSONSerialization.jsonObject(with: Data(r.stdoutBytes)) as? [String: Any])
         #expect(o["signed_in"] as? Bool == true && o["needs_login"] as? Bool == true)
-        #expect(w.run(["status"]).stdout.contains("sign-in needed before this token expires"))
+        #expect(w.run(["status"]).stdout.contains("  sign-in:       needed before this token expires"))
         // status --all flags it too (exit 0: get still works), on the profile's row of the table.
         let all = w.run(["status", "--all"])
         #expect(all.status == 0, "\(all.stderr)")

@@ -221,7 +221,7 @@ import Glibc
         #expect(w.get(["--account-id"]).stdout == t.accountId + "\n")
         #expect(w.get(["--id-token"]).stdout == t.idToken + "\n")
         #expect(w.get(["--header"]).stdout == "Authorization: Bearer \(t.accessToken)\nChatGPT-Account-ID: \(t.accountId)\n")
-        #expect(w.get(["--env"]).stdout == "CHATGPT_ACCESS_TOKEN='\(t.accessToken)'\nCHATGPT_ACCOUNT_ID='\(t.accountId)'\n")
+        #expect(w.get(["--env"]).stdout == "export CHATGPT_ACCESS_TOKEN='\(t.accessToken)'\nexport CHATGPT_ACCOUNT_ID='\(t.accountId)'\n")
         let json = w.get(["--json"])
         let o = try #require(try JSONSerialization.jsonObject(with: Data(json.stdoutBytes)) as? [String: Any])
         #expect(Set(o.keys) == ["access_token", "account_id", "expires_at", "email", "plan"])
@@ -235,6 +235,15 @@ import Glibc
         let evald = Harness.run("/bin/sh", ["-c", "eval \"$(\"$0\" --profile \"$1\" --store file get --env)\"; printf '%s|%s' \"$CHATGPT_ACCESS_TOKEN\" \"$CHATGPT_ACCOUNT_ID\"",
                                             Harness.binary, w.profile], env: w.sandbox.env)
         #expect(evald.stdout == "\(t.accessToken)|\(t.accountId)")
+    }
+
+    /// Issue 29: `eval "$(chatgpt-credential get --env)"` exports, so a child process sees both
+    /// values (exit 0 from the child's `test -n`; before `export`, exit 1).
+    @Test func getEnvExportsToChildProcesses() throws {
+        let w = try world(expiresIn: 3600)
+        let r = Harness.run("/bin/sh", ["-c", "eval \"$(\"$0\" --profile \"$1\" --store file get --env)\" && sh -c 'test -n \"$CHATGPT_ACCESS_TOKEN\" && test -n \"$CHATGPT_ACCOUNT_ID\"'",
+                                        Harness.binary, w.profile], env: w.sandbox.env)
+        #expect(r.status == 0, "a child of the shell that ran eval must see CHATGPT_ACCESS_TOKEN and CHATGPT_ACCOUNT_ID: \(r.stderr)")
     }
 
     @Test func execPassesTokensInEnvironmentAndExitStatus() throws {

@@ -148,7 +148,9 @@ struct SecretServiceCLITests {
         #expect(labels.stdout.contains("ChatGPT credential (\(name))"), "items of \(session): \(labels.stdout) \(labels.stderr)")
         #expect(try statusJSON(name)["collection"] as? String == session)
         let text = run(["--no-cache", "--profile", name, "status"])
-        #expect(text.status == 0 && text.stdout.contains("  collection: \(session) (in memory only"), "\(text.stdout)\(text.stderr)")
+        #expect(text.status == 0 && text.stdout.contains("  store:         keyring \"session\" (Secret Service), in memory only"), "\(text.stdout)\(text.stderr)")
+        // A person reads the keyring's name, never a D-Bus object path (issue 29).
+        #expect(!text.stdout.contains("/org/freedesktop"), "\(text.stdout)")
         #expect(run(["--store", "secret-service", "--profile", name, "erase", "--no-revoke"]).status == 0)
         #expect(run(["--store", "secret-service", "--profile", durable, "erase", "--no-revoke"]).status == 0)
     }
