@@ -376,6 +376,130 @@ def starvation_bench(binary, env, work, store):
     return rows, lines
 
 
+# MARK: start-up against the floor (issue 31): a static C reader of the same access-cache entry
+
+STARTUP_ONLY = "--startup-only" in sys.argv
+# Candidate binaries measured beside the built one, in the same rounds: --compare LABEL=PATH.
+COMPARE = [sys.argv[i + 1].split("=", 1) for i, x in enumerate(sys.argv) if x == "--compare" and i + 1 < len(sys.argv)]
+STARTUP_RUNS = 10 if SMOKE else 500
+STARTUP_ROUNDS = 1 if SMOKE else 10
+FAULT_RUNS = 3 if SMOKE else 30
+
+
+def build_floor(work):
+    """bench/floor.c, linked static (no loader, no shared library): the floor's executable."""
+    floor = f"{work}/floor"
+    sh(["cc", "-static", "-O2", "-o", floor, os.path.join(ROOT, "bench/floor.c")])
+    return floor
+
+
+def elf_facts(path):
+    """What start-up costs before main runs, read from the file: its size, its relocations (RELA
+    entries the loader applies one by one, RELR words each packing up to 63 relative ones, PLT
+    slots) and whether it is PIE, plus the loader's own count (LD_DEBUG=statistics, one run)."""
+    dyn = subprocess.run(["readelf", "-dW", path], capture_output=True, text=True).stdout
+    hdr = subprocess.run(["readelf", "-hW", path], capture_output=True, text=True).stdout
+
+    def tag(name):
+        m = re.search(r"\(" + name + r"\)\s+(\d+)", dyn)
+        return int(m.group(1)) if m else 0
+    rela = tag("RELASZ") // 24
+    relr = tag("RELRSZ") // 8
+    plt = tag("PLTRELSZ") // 24
+    listed = sum(1 for line in subprocess.run(["readelf", "-rW", path], capture_output=True, text=True).stdout.splitlines()
+                 if re.match(r"^[0-9a-f]{8,} ", line))
+    kind = "PIE" if "DYN (" in hdr else ("static" if "NEEDED" not in dyn and "EXEC (" in hdr and "(DYNAMIC)" not in dyn else "non-PIE")
+    return {"size": os.path.getsize(path), "rela": rela, "relr": relr, "plt": plt, "listed": listed, "kind": kind,
+            "needed": re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn)}
+
+
+def loader_statistics(argv, env):
+    """LD_DEBUG=statistics of one run: (relocations done, share of the loader's time spent relocating)."""
+    p = subprocess.run(argv, env=dict(env, LD_DEBUG="statistics"), stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    relocs = sum(int(m) for m in re.findall(r"number of relocations:\s+(\d+)", p.stderr))
+    share = re.search(r"time needed for relocation:.*\(([\d.]+)%\)", p.stderr)
+    total = re.search(r"total startup time in dynamic loader:\s+(\d+)", p.stderr)
+    return relocs, (float(share.group(1)) if share else None), (int(total.group(1)) if total else None)
+
+
+def faults_and_rss(argv, env, runs):
+    """Median minor page faults (pages touched) and the largest peak RSS over `runs` runs (GNU time)."""
+    faults, peak, failures = [], 0, 0
+    for _ in range(runs):
+        p = subprocess.run(["/usr/bin/time", "-f", "%R %M"] + argv, env=env, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        failures += p.returncode != 0
+        f, m = p.stderr.strip().splitlines()[-1].split()
+        faults.append(int(f))
+        peak = max(peak, int(m))
+    return statistics.median(faults), peak, failures
+
+
+def startup_bench(binary, env, work, store):
+    """The floor and the rows measured against it, in one set of rounds: --version, a warm `get`
+    (file and Secret Service stores) and client mode `get` through a running broker, for the built
+    binary and for every --compare candidate. Returns (rows, lines of the report)."""
+    floor = build_floor(work)
+    profile, ss_profile = "startfile", "startss"
+    store(profile, "file", 86400)
+    store(ss_profile, "secret-service", 86400)
+    description = file_entry(work, profile)
+    sock = f"{work}/startup-broker.sock"
+    log = open(f"{work}/startup-broker.log", "w")
+    broker = subprocess.Popen([binary, "--store", "file", "--profile", profile, "serve", "--socket", sock],
+                              env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    load_before = os.getloadavg()
+    try:
+        for _ in range(500):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.01)
+        binaries = [("", binary)] + [(f" [{label}]", path) for label, path in COMPARE]
+        FLOOR = "floor: static C keyctl search + describe + read of the same entry"
+        cases = [(FLOOR, [floor, description], None)]
+        for label, b in binaries:
+            cases += [(f"chatgpt-credential --version{label}", [b, "--version"], None),
+                      (f"chatgpt-credential get, file store, warm cache{label}", [b, "--store", "file", "--profile", profile, "get"], None),
+                      (f"chatgpt-credential get, Secret Service, warm cache{label}", [b, "--store", "secret-service", "--profile", ss_profile, "get"], None),
+                      (f"chatgpt-credential get, client mode through a broker{label}", [b, "--broker", f"unix:{sock}", "--profile", profile, "get"], None)]
+        for _, argv, _ in cases[1:] + cases[:1]:
+            subprocess.run(argv, env=env, check=True, capture_output=True)  # each answers (and fills) before it is timed
+        res = measure(cases, env, shell=False, runs=STARTUP_RUNS, warmup=WARMUP, rounds=STARTUP_ROUNDS, rss_runs=1)
+        for name, argv, _ in cases:
+            res[name]["faults"], res[name]["rss_kib"], fails = faults_and_rss(argv, env, FAULT_RUNS)
+            res[name]["failures"] += fails
+    finally:
+        broker.terminate()
+        broker.wait(10)
+        log.close()
+    load_after = os.getloadavg()
+    floor_ms = res[FLOOR]["median_ms"]
+    lines = ["## Start-up against the floor (issue 31)", "",
+             f"The floor is bench/floor.c linked static (`cc -static -O2`): it searches the user keyring for the same "
+             f"access-cache entry a warm file-store `get` answers from, describes it, reads it and writes it out. All rows "
+             f"in one set of {STARTUP_ROUNDS} rounds whose order rotates (`hyperfine -N`, {STARTUP_RUNS} runs each); minor "
+             f"page faults (pages touched) are the median of {FAULT_RUNS} runs under GNU time, peak RSS the largest. "
+             "Client mode asks a broker (`serve --socket`, same profile, warm cache) with `--broker unix:PATH`. "
+             "Load average (1/5/15 min) %.2f/%.2f/%.2f before, %.2f/%.2f/%.2f after." % (load_before + load_after), "",
+             "| command | median ms | p90 ms | × floor | minor faults | peak RSS KiB | failed runs |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, _, _ in cases:
+        r = res[name]
+        lines.append(f"| {name} | {r['median_ms']:.3f} | {r['p90_ms']:.3f} | {r['median_ms'] / floor_ms:.2f}× | "
+                     f"{r['faults']:.0f} | {r['rss_kib']} | {r['failures']} |")
+    lines.extend(["", "What the loader does before `main` (readelf; LD_DEBUG=statistics of one `--version`):", "",
+                  "| executable | kind | file bytes | RELA entries | RELR words | PLT slots | `readelf -r` lines | relocations done by ld.so | share of ld.so's time relocating | NEEDED |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"])
+    for label, path in [("floor", floor)] + [(f"chatgpt-credential{label}", b) for label, b in binaries]:
+        e = elf_facts(path)
+        relocs, share, _ = loader_statistics([path, "--version"] if path != floor else [path, description], env)
+        lines.append(f"| {label} | {e['kind']} | {e['size']} | {e['rela']} | {e['relr']} | {e['plt']} | {e['listed']} | "
+                     f"{relocs if e['kind'] != 'static' else '—'} | {f'{share:.1f}%' if share is not None else '—'} | {', '.join(e['needed']) or '—'} |")
+    lines.append("")
+    return res, lines
+
+
 # MARK: the access cache's entries, through keyctl (SPEC "Access cache")
 
 def file_entry(work, profile):
@@ -523,6 +647,10 @@ def main():
             _, starve_lines = starvation_bench(binary, env, work, store)
             print("\n".join(starve_lines))
             return
+        if STARTUP_ONLY:
+            _, startup_lines = startup_bench(binary, env, work, store)
+            print("\n".join(startup_lines))
+            return
 
         ss_warm = [binary, "--store", "secret-service", "get"]
         ss_cold = [binary, "--no-cache", "--store", "secret-service", "get"]
@@ -622,6 +750,7 @@ def main():
                 m["refreshes"].append(issuer.stats()["refresh_requests"] - before)
                 m["distinct"].append(len(set(outs)))
 
+        startup_rows, startup_lines = startup_bench(binary, env, work, store)
         broker_rows, broker_lines = broker_bench(binary, env, work, store)
         starve_rows, starve_lines = starvation_bench(binary, env, work, store)
 
