@@ -82,7 +82,7 @@ final class StandardConsole: Console {
 // mode top-level code and its globals belong to the main actor, and the closures formed there
 // carry run-time checks of the executor (swift_task_isCurrentExecutor), which alone link the
 // Swift concurrency runtime and libdispatch, whose static initialisers run at every start
-// (sysconf, /proc/self/maps; ARCHITECTURE.md, "Start-up"). Nothing here is asynchronous.
+// (sysconf, sched_getaffinity; ARCHITECTURE.md, "Rules of thumb", start-up). Nothing here is asynchronous.
 func runProcess() -> Never {
     // A standard descriptor closed by the caller (`>&-`) must not be handed out again by the next
     // open(): a lock file or the D-Bus socket would receive the answer. Each is held by /dev/null,
