@@ -50,6 +50,9 @@ def sh(cmd, **kw):
 
 
 def release_binary():
+    # --binary PATH: a saved build instead (a before/after pair measured one after the other).
+    if "--binary" in sys.argv and sys.argv.index("--binary") + 1 < len(sys.argv):
+        return os.path.abspath(sys.argv[sys.argv.index("--binary") + 1])
     out = sh(["swift", "build", "-c", "release", "--static-swift-stdlib", "--show-bin-path"], cwd=ROOT, text=True)
     path = os.path.join(out.stdout.strip(), "chatgpt-credential")
     if not os.access(path, os.X_OK):
