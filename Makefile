@@ -56,7 +56,7 @@ APT_PACKAGES := libsecret-1-dev libsodium-dev libcurl4-openssl-dev pkg-config \
                 python3-dockerpycreds golang-docker-credential-helpers \
                 mandoc man-db zsh fish hyperfine procps util-linux time openssl bash-completion strace systemd \
                 dpkg-dev binutils lintian mmdebstrap debian-archive-keyring mount keyutils \
-                bubblewrap openssh-server openssh-client jq acl
+                bubblewrap openssh-server openssh-client jq acl linux-perf
 
 .PHONY: help setup deps apt-packages build release run test test-load test-unit bench bench-smoke demo install install-units uninstall lint-man docs fuzz fuzz-smoke clean \
         version deb dist lint-deb test-package

@@ -387,6 +387,8 @@ COMPARE = [sys.argv[i + 1].split("=", 1) for i, x in enumerate(sys.argv) if x ==
 STARTUP_RUNS = 10 if SMOKE else 500
 STARTUP_ROUNDS = 1 if SMOKE else 10
 FAULT_RUNS = 3 if SMOKE else 30
+CPU_RUNS = 5 if SMOKE else 100
+CPU_ROUNDS = 1 if SMOKE else 5
 
 
 def build_floor(work):
@@ -439,6 +441,24 @@ def faults_and_rss(argv, env, runs):
     return statistics.median(faults), peak, failures
 
 
+def cpu_time(argv, env, runs):
+    """Mean CPU time (ms) of one run, by `perf stat -e task-clock` over `runs` runs: what the
+    process itself costs, which a loaded machine does not stretch as it stretches wall time.
+    None without perf (linux-perf, in make deps)."""
+    if not shutil.which("perf"):
+        return None
+    p = subprocess.run(["perf", "stat", "-x", ",", "-e", "task-clock", "-r", str(runs), "--"] + argv, env=env,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in p.stderr.splitlines():
+        f = line.split(",")
+        if len(f) > 2 and f[2].startswith("task-clock"):
+            try:
+                return float(f[0])
+            except ValueError:
+                return None
+    return None
+
+
 def startup_bench(binary, env, work, store):
     """The floor and the rows measured against it, in one set of rounds: --version, a warm `get`
     (file and Secret Service stores) and client mode `get` through a running broker, for the built
@@ -458,7 +478,14 @@ def startup_bench(binary, env, work, store):
             if os.path.exists(sock):
                 break
             time.sleep(0.01)
-        binaries = [("", binary)] + [(f" [{label}]", path) for label, path in COMPARE]
+        # Each executable is measured as a copy in the work directory, as `install` or dpkg puts
+        # one in place: a file just written by the linker sits in the page cache differently and
+        # takes ~15 more page faults per start than the same bytes copied.
+        binaries = []
+        for i, (label, path) in enumerate([("", binary)] + [(f" [{label}]", path) for label, path in COMPARE]):
+            copy = f"{work}/startup-{i}"
+            shutil.copy2(path, copy)
+            binaries.append((label, copy))
         FLOOR = "floor: static C keyctl search + describe + read of the same entry"
         cases = [(FLOOR, [floor, description], None)]
         for label, b in binaries:
@@ -472,6 +499,15 @@ def startup_bench(binary, env, work, store):
         for name, argv, _ in cases:
             res[name]["faults"], res[name]["rss_kib"], fails = faults_and_rss(argv, env, FAULT_RUNS)
             res[name]["failures"] += fails
+        # CPU time in rounds too, the order rotating, so that drift hits every row alike.
+        cpu = {name: [] for name, _, _ in cases}
+        for r in range(CPU_ROUNDS):
+            k = r % len(cases)
+            for name, argv, _ in cases[k:] + cases[:k]:
+                cpu[name].append(cpu_time(argv, env, CPU_RUNS))
+        for name in cpu:
+            known = [x for x in cpu[name] if x is not None]
+            res[name]["cpu_ms"] = statistics.median(known) if known else None
     finally:
         broker.terminate()
         broker.wait(10)
@@ -482,14 +518,18 @@ def startup_bench(binary, env, work, store):
              f"The floor is bench/floor.c linked static (`cc -static -O2`): it searches the user keyring for the same "
              f"access-cache entry a warm file-store `get` answers from, describes it, reads it and writes it out. All rows "
              f"in one set of {STARTUP_ROUNDS} rounds whose order rotates (`hyperfine -N`, {STARTUP_RUNS} runs each); minor "
-             f"page faults (pages touched) are the median of {FAULT_RUNS} runs under GNU time, peak RSS the largest. "
+             f"page faults (pages touched) are the median of {FAULT_RUNS} runs under GNU time, peak RSS the largest; "
+             f"CPU ms is the process's own CPU time (`perf stat -e task-clock`, mean of {CPU_RUNS} runs, median of "
+             f"{CPU_ROUNDS} rotating rounds), which load does not stretch as it stretches wall time. "
              "Client mode asks a broker (`serve --socket`, same profile, warm cache) with `--broker unix:PATH`. "
              "Load average (1/5/15 min) %.2f/%.2f/%.2f before, %.2f/%.2f/%.2f after." % (load_before + load_after), "",
-             "| command | median ms | p90 ms | × floor | minor faults | peak RSS KiB | failed runs |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "| command | median ms | p90 ms | × floor | CPU ms | CPU × floor | minor faults | peak RSS KiB | failed runs |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    floor_cpu = res[FLOOR]["cpu_ms"]
     for name, _, _ in cases:
         r = res[name]
-        lines.append(f"| {name} | {r['median_ms']:.3f} | {r['p90_ms']:.3f} | {r['median_ms'] / floor_ms:.2f}× | "
+        cpu_cells = (f"{r['cpu_ms']:.3f} | {r['cpu_ms'] / floor_cpu:.2f}×" if r["cpu_ms"] and floor_cpu else "— | —")
+        lines.append(f"| {name} | {r['median_ms']:.3f} | {r['p90_ms']:.3f} | {r['median_ms'] / floor_ms:.2f}× | {cpu_cells} | "
                      f"{r['faults']:.0f} | {r['rss_kib']} | {r['failures']} |")
     lines.extend(["", "What the loader does before `main` (readelf; LD_DEBUG=statistics of one `--version`):", "",
                   "| executable | kind | file bytes | RELA entries | RELR words | PLT slots | `readelf -r` lines | relocations done by ld.so | share of ld.so's time relocating | NEEDED |",

@@ -101,8 +101,11 @@ func runProcess() -> Never {
     var inheritedMask = sigset_t()
     pthread_sigmask(SIG_SETMASK, nil, &inheritedMask)
 
-    var environment: [String: String] = [:]
     var envp = environ
+    var count = 0
+    while envp[count] != nil { count += 1 }
+    // Sized once: growing the dictionary rehashes every entry again at each doubling.
+    var environment = [String: String](minimumCapacity: count)
     while let entry = envp.pointee {
         let s = String(cString: entry)
         if let eq = s.firstIndex(of: "=") { environment[String(s[..<eq])] = String(s[s.index(after: eq)...]) }

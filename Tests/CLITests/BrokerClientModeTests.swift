@@ -44,6 +44,8 @@ import Secrets
         let refused = CommandLineSpec.verbTypes.filter { $0.refusedInClientMode }.map { $0.spec.name }
         #expect(refused == ["login", "store", "erase", "refresh", "serve"])
         #expect(CommandLineSpec.verbTypes.filter { $0.worksThroughTheBroker }.map { $0.spec.name } == ["get", "status", "usage", "exec"])
+        // --broker's help spells the list out (so that start-up builds no verb's spec for it).
+        #expect(CommandLineSpec.globalOptions.first { $0.long == "--broker" }?.help.contains("(\(CommandLineSpec.clientModeVerbs), git/docker get)") == true)
         let address = "unix:/nonexistent/broker.sock"
         for name in refused {
             let console = LinesConsole()
