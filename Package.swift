@@ -42,8 +42,9 @@ let storesClients = ["Credentials", "TestSupport", "StoresTests", "CredentialsTe
 //                                                    re-exports their read half (the write half is
 //                                                    @_spi(CredentialOwner), seen by CredentialTransaction only)
 //   Broker            <- CredentialCore, SystemRuntime, Transport, Secrets, CSystemShims   the broker's socket, HTTP framing, peer check, client
-//   CLI               <- all of the above but Stores   the command line, verbs, output formats (hands
-//                                                    Credentials the stores' settings; cannot import Stores)
+//   CLI               <- CredentialCore, SystemRuntime, OAuth, UsageBackend, SignIn, HelperProtocols, Credentials,
+//                        AccessCache, Broker, Secrets, CSystemShims   the command line, verbs, output formats
+//                                                    (hands Credentials the stores' settings; cannot import Stores)
 //   chatgpt-credential <- CLI, CredentialCore, SystemRuntime, Secrets, CSystemShims   argv -> Invocation -> Runner -> exit
 //   CommandLineDocs   <- CLI, HelperProtocols          the completions and the man page's generated regions (make docs)
 //   ccred-docs        <- CommandLineDocs               make docs: writes them (not installed)

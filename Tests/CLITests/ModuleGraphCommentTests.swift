@@ -9,12 +9,16 @@ import Testing
     /// `//   NAME <- A, B, C(Loader)   description` lines, as name -> dependencies.
     static func commented(_ text: String) -> [String: Set<String>] {
         var graph: [String: Set<String>] = [:]
-        for line in text.split(separator: "\n") where line.hasPrefix("//   ") && line.contains(" <- ") {
+        let lines = text.split(separator: "\n").map(String.init)
+        for (i, line) in lines.enumerated() where line.hasPrefix("//   ") && line.contains(" <- ") {
             let parts = line.dropFirst(5).components(separatedBy: " <- ")
             let name = parts[0].trimmingCharacters(in: .whitespaces)
-            // The list ends where two spaces begin the description.
-            let list = parts[1].components(separatedBy: "  ")[0]
-            guard !list.hasPrefix("all of the above") else { continue }
+            // The list ends where two spaces begin the description; a list ending in a comma
+            // goes on in the next line, indented.
+            var list = parts[1].components(separatedBy: "  ")[0]
+            if list.hasSuffix(","), i + 1 < lines.count {
+                list += " " + lines[i + 1].dropFirst(2).trimmingCharacters(in: .whitespaces).components(separatedBy: "  ")[0]
+            }
             var deps = Set<String>()
             for item in list.split(separator: ",") {
                 let word = item.trimmingCharacters(in: .whitespaces)
