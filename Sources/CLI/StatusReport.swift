@@ -20,6 +20,8 @@ struct StatusReport {
     var collection: String?
     /// `status --all` only: whether this is the profile verbs use without --profile.
     var isDefault: Bool?
+    /// The profile's sinks and their states (man page, SINKS); none: not shown.
+    var sinks: [(format: String, path: String, state: String)] = []
 
     /// What `status` reads of a credential: never a token.
     enum Shown {
@@ -122,6 +124,9 @@ struct StatusReport {
         if let problem { m.append(("error", .string(problem.message))) }
         if fromCache { m.append(("cached", .bool(true))) }
         if let isDefault { m.append(("default", .bool(isDefault))) }
+        if !sinks.isEmpty {
+            m.append(("sinks", .array(sinks.map { .object([("format", .string($0.format)), ("path", .string($0.path)), ("state", .string($0.state))]) })))
+        }
         return .object(m)
     }
 
@@ -146,6 +151,12 @@ struct StatusReport {
         if let r = shown.rejection {
             let when = unusable == nil ? "before this token expires" : "now"
             s += "  sign-in needed \(when): the issuer rejected the refresh token (\(Sanitize.line(r, limit: 60))); run: \(login)\n"
+        }
+        for sink in sinks {
+            s += "  sink:     \(sink.format) \(Sanitize.line(sink.path, limit: 200)) (\(sink.state))\n"
+        }
+        if sinks.contains(where: { $0.state == SinkState.changed.rawValue }) {
+            s += "  a sink was changed by another program and is no longer rewritten; see: \(((try? Profile(profile)) ?? .default).command("sink list"))\n"
         }
         return s
     }
