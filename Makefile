@@ -15,7 +15,8 @@ USERUNITDIR ?= $(PREFIX)/lib/systemd/user
 UNIT_BINDIR ?= $(PREFIX)/bin
 UNITDIR     := $(DESTDIR)$(USERUNITDIR)
 UNITS       := chatgpt-credential.socket chatgpt-credential.service \
-               chatgpt-credential-refresh.timer chatgpt-credential-refresh.service
+               chatgpt-credential-refresh.timer chatgpt-credential-refresh.service \
+               chatgpt-credential-sinks.service
 # Release builds link the Swift runtime statically: ~2 ms of process start instead of ~6+.
 # libstdc++ (which the Swift runtime needs) is linked statically too: the swift driver's own
 # `-lstdc++` finds $(STATIC_LIB_DIR)/libstdc++.a first, a -L directory that holds only GCC's

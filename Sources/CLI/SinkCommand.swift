@@ -220,17 +220,13 @@ extension Runner {
 }
 
 /// `sink run` (man page, SINKS): every profile with sinks is refreshed through the owner before
-/// `SinkSchedule.due`; between, it sleeps on the wall clock until the next such moment (at most an
-/// hour, so a sink added meanwhile is seen; never less than a minute).
+/// `SinkSchedule.due`; between, it sleeps on the wall clock until `SinkSchedule.nextWake`.
 extension Runner {
-    /// The longest sleep: a sink added by another process is picked up within it.
-    static let sinkRunLongestSleep: Int64 = 3600
-
     func sinkRun(_ g: GlobalOptions) throws -> Outcome {
         console.err("chatgpt-credential: sink run: keeping every profile's sinks fresh")
         while true {
             let now = services.now()
-            var wake = now + Self.sinkRunLongestSleep
+            var wake = now + SinkSchedule.longestSleep
             for profile in sinkProfiles(g) {
                 var one = g
                 one.profile = profile

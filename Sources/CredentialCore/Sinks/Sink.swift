@@ -121,6 +121,8 @@ public enum SinkSchedule {
     public static let codexIdle: Int64 = 7 * 86400
     /// `sink run` never wakes more often than this.
     public static let minimumSleep: Int64 = 60
+    /// Nor sleeps longer: a sink added by another process meanwhile is seen within it.
+    public static let longestSleep: Int64 = 3600
 
     /// How long before expiry a token of `lifetime` seconds is refreshed.
     public static func margin(lifetime: Int64) -> Int64 { max(minimumMargin, lifetime / 10) }
@@ -134,9 +136,10 @@ public enum SinkSchedule {
         return due
     }
 
-    /// When `sink run` next wakes: at the due moment, but not sooner than a minute from `now`, and
-    /// not before `backoffUntil` (the issuer's shared back-off).
+    /// When `sink run` next wakes: at the due moment, but not sooner than a minute from `now`, not
+    /// before `backoffUntil` (the issuer's shared back-off), and not later than an hour from `now`
+    /// unless the back-off says so.
     public static func nextWake(due: Int64, now: Int64, backoffUntil: Int64 = 0) -> Int64 {
-        max(due, now + minimumSleep, backoffUntil)
+        max(min(due, now + longestSleep), now + minimumSleep, backoffUntil)
     }
 }
