@@ -216,8 +216,9 @@ import Glibc
     }
 
     /// Codex's auth.json holding a live sign-in of its own.
-    static func codexFile(_ w: World, _ path: String, account: String? = nil) throws -> TestIssuer.SeededTokens {
+    static func codexFile(_ w: World, _ path: String, account: String? = nil, expiresIn: Int64? = nil) throws -> TestIssuer.SeededTokens {
         var options: [String: Any] = [:]
+        if let expiresIn { options["expires_in"] = expiresIn }
         if let account { options["account_id"] = account }
         let t = try w.issuer.seed(options)
         let text = #"{"OPENAI_API_KEY":null,"tokens":{"id_token":"\#(t.idToken)","access_token":"\#(t.accessToken)","refresh_token":"\#(t.refreshToken)","account_id":"\#(t.accountId)"},"last_refresh":"2026-01-01T00:00:00Z"}"#
