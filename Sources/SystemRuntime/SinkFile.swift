@@ -123,11 +123,19 @@ public enum SinkFile {
             try AtomicFile.fsyncDirectory(dir)
             return .done
         }
-        // Not ours: put it back.
-        if cs_rename_exchange(tmp, path) == 0 {
-            if let back = try? digest(tmp), Sodium.equal(back, ours) { unlink(tmp) }
-            else { rename(tmp, path) } // the other program wrote again meanwhile: its newest file stays
+        // Not ours: put it back. What each exchange brings out of `path` is checked against what
+        // was put there: anything else is a newer write by the other program, which is exchanged
+        // back in its turn, so its newest file is the one that stays.
+        var expected = ours
+        var inTmp = (try? digest(tmp)) ?? ""
+        for _ in 0..<16 {
+            guard cs_rename_exchange(tmp, path) == 0 else { break }
+            let out = (try? digest(tmp)) ?? ""
+            if Sodium.equal(out, expected) { unlink(tmp); return .changed }
+            expected = inTmp
+            inTmp = out
         }
+        unlink(tmp) // a writer that never stops: the file it last wrote stands at `path`
         return .changed
     }
 

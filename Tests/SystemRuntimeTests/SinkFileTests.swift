@@ -90,3 +90,36 @@ import Glibc
         #expect(try SinkFile.checkDirectory(dir, create: false))
     }
 }
+
+/// A rewrite racing another program that keeps replacing the file: the other program's newest
+/// file is always the one left, never ours (the rename-exchange and its check, man page SINKS).
+@Suite struct SinkFileRaceTests {
+    @Test func aConcurrentWriterIsNeverLost() throws {
+        let dir = SinkFileTests.directory()
+        defer { _ = try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/tok"
+        SinkFileTests.write(path, "theirs-0\n")
+        final class State: @unchecked Sendable { let lock = NSLock(); var stop = false; var last = "theirs-0\n" }
+        let state = State()
+        let writer = Thread {
+            for n in 1...2000 {
+                let text = "theirs-\(n)\n"
+                SinkFileTests.write(dir + "/.writer", text)
+                rename(dir + "/.writer", path)
+                state.lock.lock(); state.last = text; state.lock.unlock()
+            }
+            state.lock.lock(); state.stop = true; state.lock.unlock()
+        }
+        writer.start()
+        var outcomes: [SinkFile.Outcome] = []
+        var after = 0
+        while after < 20 { // while it writes, and a few times once it has stopped
+            outcomes.append(try SinkFile.replace(path, with: SecretBytes(copying: "ours\n".utf8), isOurs: { $0 == SinkFileTests.digest("ours\n") }))
+            state.lock.lock(); if state.stop { after += 1 }; state.lock.unlock()
+        }
+        #expect(outcomes.allSatisfy { $0 == .changed })
+        state.lock.lock(); let last = state.last; state.lock.unlock()
+        #expect(SinkFileTests.read(path) == last, "the writer's newest file was lost")
+        #expect(SinkFileTests.entries(dir).filter { $0.contains(".tmp-") }.isEmpty)
+    }
+}
