@@ -73,9 +73,9 @@ extension Runner {
     }
 
     /// The profile's sinks and their states, read from the store (the access cache does not keep
-    /// them); none when it cannot be read.
+    /// them); none when it cannot be read, or only with a passphrase.
     private func sinkStates(_ owner: CredentialOwner) -> [(format: String, path: String, state: String)] {
-        ((try? owner.sinks()) ?? []).map { ($0.record.format.rawValue, $0.record.path, $0.state.rawValue) }
+        ((try? owner.sinks(onlyIfCheap: true)) ?? []).map { ($0.record.format.rawValue, $0.record.path, $0.state.rawValue) }
     }
 
     /// Which Secret Service collection holds the profile's item (one more SearchItems), or nil

@@ -159,13 +159,17 @@ extension CredentialOwner {
             var added = record
             added.digest = SinkRendering.digest(bytes)
             added.previousDigest = ""
-            // What stands there now decides whether it may be written.
+            // What stands there now decides whether it may be written: nothing, a file of ours
+            // (written for this sink before), or the file taken over. `replacing` is the digest the
+            // write is checked against.
             let found = try SinkFile.digest(record.path)
             let known = existing.map { document.sinks[$0] }
+            var replacing: String?
             if let found {
                 if let takeOver, Sodium.equal(found, takeOver.fileDigest) {
-                    added.previousDigest = found
+                    replacing = found // not kept as ours: the file it was is not this tool's
                 } else if let known, known.isOurs(found) {
+                    replacing = found
                     added.previousDigest = found
                 } else {
                     throw CredentialError.usage("\(record.path) exists and was not written by this tool; refusing to replace it (remove it first, or choose another --path)", namesItsHelp: true)
@@ -176,12 +180,12 @@ extension CredentialOwner {
             guard try tx.write(document, to: current.store) else {
                 throw CredentialError.storeFailure("the credential in \(current.store.location(for: profile)) was changed by another program meanwhile; nothing was changed, try again")
             }
-            if found == nil {
-                guard try SinkFile.create(record.path, with: bytes) else {
-                    throw CredentialError.usage("\(record.path) appeared while the sink was being added; refusing to replace it", namesItsHelp: true)
+            if let replacing {
+                guard try SinkFile.replace(record.path, with: bytes, isOurs: { Sodium.equal($0, replacing) }) == .done else {
+                    throw CredentialError.usage("\(record.path) was changed by another program while the sink was being added; left as it is", namesItsHelp: true)
                 }
-            } else if let previous = added.previousDigest as String?, try SinkFile.replace(record.path, with: bytes, isOurs: { Sodium.equal($0, previous) }) != .done {
-                throw CredentialError.usage("\(record.path) was changed by another program while the sink was being added; left as it is", namesItsHelp: true)
+            } else if try !SinkFile.create(record.path, with: bytes) {
+                throw CredentialError.usage("\(record.path) appeared while the sink was being added; refusing to replace it", namesItsHelp: true)
             }
             return added
         }
@@ -216,8 +220,11 @@ extension CredentialOwner {
         }
     }
 
-    /// The profile's sinks and their states (`sink list`, `status`), read without the lock.
-    package func sinks() throws -> [(record: SinkRecord, state: SinkState)] {
+    /// The profile's sinks and their states (`sink list`, `status`), read without the lock. With
+    /// `onlyIfCheap`, none when reading the store costs a passphrase (`status` answered from the
+    /// access cache does not prompt for one just to list the sinks).
+    package func sinks(onlyIfCheap: Bool = false) throws -> [(record: SinkRecord, state: SinkState)] {
+        if onlyIfCheap, selector.store(of: selector.readKind(of: profile)).isExpensiveToRead(profile) { return [] }
         guard let located = try locate() else { return [] }
         return located.document.sinks.map { ($0, SinkState.of($0, located.document, now: now())) }
     }
