@@ -144,7 +144,7 @@ extension Runner {
         let format = c.format!
         let path = try absoluteSinkPath(try c.path ?? defaultSinkPath(format))
         if format == .chatmock, services.settings.codexHome != nil {
-            console.err("chatgpt-credential: warning: CODEX_HOME is set, and ChatMock reads $CODEX_HOME/auth.json before \(path); unset it for ChatMock, or add the sink there")
+            console.err("chatgpt-credential: warning: CODEX_HOME is set, and ChatMock reads $CODEX_HOME/auth.json before ~/.chatgpt-local/auth.json (only CHATGPT_LOCAL_HOME comes first); run ChatMock with CHATGPT_LOCAL_HOME=\(AtomicFile.split(path).dir)")
         }
         if format == .codex { codexKeyringAdvice(path, g) }
         // A file holding a sign-in of its own: only taken over, never overwritten.
@@ -196,7 +196,7 @@ extension Runner {
         }
         var out = ""
         for s in sinks {
-            out += "\(s.record.format.rawValue.padded(to: 9))\(s.record.path)  \(s.state.rawValue)\n"
+            out += "\(g.profile.name)  \(s.record.format.rawValue.padded(to: 9))\(s.state.rawValue)  \(s.record.path)\n"
         }
         try console.out(out)
         for s in sinks where s.state == .changed {

@@ -107,6 +107,27 @@ import Glibc
         #expect(r.status == 2, "exit 2 (refused in client mode) expected: \(r.status) \(r.stderr)")
     }
 
+    @Test func addingASinkAgainKeepsItsFileAndListShowsTheProfile() throws {
+        let w = try Self.world()
+        let path = w.home + "/tok"
+        #expect(w.run(["sink", "add", "--format", "token", "--path", path]).status == 0)
+        let again = w.run(["sink", "add", "--format", "json", "--path", path])
+        #expect(again.status == 0, "re-adding a sink of ours: \(again.stderr)")
+        #expect(Self.accessToken(in: path, format: "json") == w.tokens.accessToken)
+        let list = w.run(["sink", "list"])
+        #expect(list.status == 0)
+        #expect(list.stdout == "\(w.sandbox.profile)  json     fresh  \(path)\n", "\(list.stdout)")
+    }
+
+    @Test func aChatmockSinkWarnsWhenCodexHomeIsSet() throws {
+        let w = try Self.world()
+        mkdir(w.home + "/codexhome", 0o700)
+        let r = w.run(["sink", "add", "--format", "chatmock"], env: ["CODEX_HOME": w.home + "/codexhome"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("CODEX_HOME is set"), "\(r.stderr)")
+        #expect(FileManager.default.fileExists(atPath: w.home + "/.chatgpt-local/auth.json"))
+    }
+
     // MARK: fresh by construction
 
     @Test func fiftyConcurrentGetsWithTwoSinksRefreshOnceAndNeverShowAPartialFile() throws {
