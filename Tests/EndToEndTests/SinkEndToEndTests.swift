@@ -275,23 +275,25 @@ import Glibc
         #expect((Self.json(path)?["tokens"] as? [String: Any])?["refresh_token"] as? String == "")
     }
 
-    @Test func takeOverIsRefusedWhileACodexProcessRuns() throws {
+    @Test(arguments: ["codex", "chatmock"])
+    func takeOverIsRefusedWhileThatProgramRuns(_ program: String) throws {
         let w = try Self.world()
         let path = w.home + "/.codex/auth.json"
         _ = try Self.codexFile(w, path)
         let bin = w.home + "/bin"
         mkdir(bin, 0o700)
-        try FileManager.default.copyItem(atPath: "/bin/sleep", toPath: bin + "/codex")
-        let codex = Process()
-        codex.executableURL = URL(fileURLWithPath: bin + "/codex")
-        codex.arguments = ["30"]
-        try codex.run()
-        defer { kill(codex.processIdentifier, SIGKILL); codex.waitUntilExit() }
+        try FileManager.default.copyItem(atPath: "/bin/sleep", toPath: bin + "/" + program)
+        let running = Process()
+        running.executableURL = URL(fileURLWithPath: bin + "/" + program)
+        running.arguments = ["30"]
+        try running.run()
+        defer { kill(running.processIdentifier, SIGKILL); running.waitUntilExit() }
         let before = Self.contents(path)
         let r = w.run(["sink", "add", "--format", "codex", "--take-over"])
         #expect(r.status == 2, "exit 2 (usage) expected: \(r.status) \(r.stderr)")
-        #expect(r.stderr.contains("codex is running"), "\(r.stderr)")
+        #expect(r.stderr.contains("\(program) is running"), "\(r.stderr)")
         #expect(Self.contents(path) == before)
+        #expect(try w.sandbox.storedDocument()?["refresh_token"] as? String == w.tokens.refreshToken)
     }
 
     @Test func takeOverIsRefusedWhenTheProfileHoldsAnotherAccount() throws {
@@ -360,6 +362,18 @@ import Glibc
         #expect(!FileManager.default.fileExists(atPath: path), "a removed sink was recreated")
         let again = w.run(["sink", "remove", path])
         #expect(again.status == 2, "exit 2 (no such sink) expected: \(again.status)")
+    }
+
+    @Test func sinkRemoveOfAFileAnotherProgramChangedUnregistersItAndLeavesTheFile() throws {
+        let w = try Self.world()
+        let path = w.home + "/app.env"
+        #expect(w.run(["sink", "add", "--format", "env", "--path", path]).status == 0)
+        try "MINE=1\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let r = w.run(["sink", "remove", path])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(Self.contents(path) == "MINE=1\n")
+        #expect(w.run(["sink", "list", "--json"]).stdout.contains(#""sinks":[]"#))
+        #expect(Self.temps(w.home).isEmpty)
     }
 
     // MARK: sink run
