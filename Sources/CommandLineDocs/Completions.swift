@@ -320,7 +320,7 @@ enum ZshCompletion {
             case .subcommands(let subs):
                 s += "          _arguments -s $globals \\\n"
                 for o in v.options { s += "            " + spec(o, among: v.options) + " \\\n" }
-                s += "            ':subcommand:(\(subs.joined(separator: " "))):' '::path:_files' && ret=0 ;;\n"
+                s += "            ':subcommand:(\(subs.joined(separator: " ")))' '::path:_files' && ret=0 ;;\n"
             default:
                 s += "          _arguments -s $globals \\\n"
                 for o in v.options { s += "            " + spec(o, among: v.options) + " \\\n" }
