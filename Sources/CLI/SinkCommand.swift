@@ -163,10 +163,22 @@ extension Runner {
                 takeOver = .init(document: imported.document, fileDigest: digest)
             }
         }
+        // Never among this tool's own files (a sink named like a profile's store would be taken for one).
+        let (dir, _) = AtomicFile.split(path)
+        for own in [services.paths.dataDirectory, services.paths.configDirectory].compactMap({ $0 }) where Self.sameDirectory(dir, own) {
+            throw CredentialError.usage("\(path) is in this tool's own directory \(own); choose another --path", namesItsHelp: true)
+        }
         let record = SinkRecord(format: format, path: path, onChange: c.onChange)
         _ = try owner(g).addSink(record, takeOver: takeOver)
         console.err("chatgpt-credential: sink \(format.rawValue) \(path) written for profile '\(g.profile.name)'\(takeOver == nil ? "" : "; its sign-in was imported, and this tool now refreshes it")")
         return .exit(0)
+    }
+
+    /// Whether `a` and `b` name the same directory (through symlinks too).
+    static func sameDirectory(_ a: String, _ b: String) -> Bool {
+        var sa = stat(), sb = stat()
+        guard stat(a, &sa) == 0, stat(b, &sb) == 0 else { return a == b }
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
     }
 
     /// Where Codex keeps its sign-in in the keyring, it does not read auth.json: say what to set.
@@ -253,6 +265,9 @@ extension Runner {
         let name = "sink run: profile '\(g.profile.name)'"
         do {
             guard var document = try owner.locate()?.document, !document.sinks.isEmpty else { return nil }
+            // A rewrite that failed (a full disk) or never happened (a process stopped between the
+            // document's save and the file's rewrite) is made now.
+            if try owner.repairSinks() { console.err("chatgpt-credential: \(name): a sink that still held the token before was rewritten") }
             var due = Self.sinkDue(document)
             if due <= services.now() {
                 let fresh = try owner.fresh(Freshness(forceRefresh: true))

@@ -14,13 +14,13 @@ package struct CredentialTransaction: ~Copyable {
     let profile: Profile
     private let mirror: (CredentialChange) -> Void
     /// Told of every sink rewrite this transaction made or refused (`SinkKeeping.rewrite`).
-    private let sinkEvent: (SinkRecord, SinkFile.Outcome) -> Void
+    private let sinkEvent: (SinkRecord, SinkKeeping.Outcome) -> Void
     /// The version of each store's copy as last read here (an inner nil: no copy). A store
     /// without an entry has not been read since the transaction began or last wrote to it.
     private var seen: [ObjectIdentifier: [UInt8]?] = [:]
 
     fileprivate init(profile: Profile, mirror: @escaping (CredentialChange) -> Void,
-                     sinkEvent: @escaping (SinkRecord, SinkFile.Outcome) -> Void) {
+                     sinkEvent: @escaping (SinkRecord, SinkKeeping.Outcome) -> Void) {
         self.profile = profile
         self.mirror = mirror
         self.sinkEvent = sinkEvent

@@ -37,21 +37,35 @@ enum SinkKeeping {
         return (next, rewrites)
     }
 
-    /// Makes the rewrites; each outcome (or failure, as `.changed` is not) is reported.
-    static func rewrite(_ rewrites: [Rewrite], report: (SinkRecord, SinkFile.Outcome) -> Void) {
+    /// What became of one rewrite.
+    enum Outcome {
+        /// Written (or, for a file another program changed or removed, left as it was).
+        case file(SinkFile.Outcome)
+        /// Not written: the reason (the file still holds the write before, `sink run` repairs it).
+        case failed(String)
+    }
+
+    /// Makes the rewrites; each outcome is reported.
+    static func rewrite(_ rewrites: [Rewrite], report: (SinkRecord, Outcome) -> Void) {
         for r in rewrites {
-            let outcome: SinkFile.Outcome
             do {
-                outcome = try r.bytes.withUnsafeBytes { raw in
-                    let bytes = SecretBytes(copying: raw)
-                    return try SinkFile.replace(r.after.path, with: bytes, isOurs: r.before.isOurs)
+                let outcome = try r.bytes.withUnsafeBytes { raw in
+                    try SinkFile.replace(r.after.path, with: SecretBytes(copying: raw), isOurs: r.before.isOurs)
                 }
+                report(r.after, .file(outcome))
+            } catch let e as CredentialError {
+                report(r.after, .failed(e.message))
             } catch {
-                report(r.after, .changed)
-                continue
+                report(r.after, .failed("\(error)"))
             }
-            report(r.after, outcome)
         }
+    }
+
+    /// A sink whose file still holds the write before the last one (a rewrite that failed, or a
+    /// process that stopped between saving the document and rewriting the file): rewritten now.
+    static func needsRepair(_ record: SinkRecord) -> Bool {
+        guard !record.previousDigest.isEmpty, let found = try? SinkFile.digest(record.path) else { return false }
+        return Sodium.equal(found, record.previousDigest) && !Sodium.equal(found, record.digest)
     }
 }
 
@@ -84,12 +98,14 @@ package enum SinkState: String, Sendable {
 extension CredentialOwner {
     /// A sink rewrite made or refused under the lock: an `--on-change` command is queued for after
     /// the lock; a file changed by another program is said once.
-    func sinkRewritten(_ record: SinkRecord, _ outcome: SinkFile.Outcome) {
+    func sinkRewritten(_ record: SinkRecord, _ outcome: SinkKeeping.Outcome) {
         switch outcome {
-        case .done:
+        case .file(.done):
             if !record.onChange.isEmpty { pendingOnChange.withLock { $0.append(record.onChange) } }
-        case .changed, .absent:
+        case .file(.changed), .file(.absent):
             sinkNotice("notice: the sink \(record.path) was changed by another program since this tool wrote it; it is left as it is: \(SinkState.advice(record, profile))")
+        case .failed(let reason):
+            sinkNotice("notice: the sink \(record.path) could not be rewritten (\(reason)); it still holds the previous token until the next refresh or sink run")
         }
     }
 
@@ -188,6 +204,31 @@ extension CredentialOwner {
                 throw CredentialError.usage("\(record.path) appeared while the sink was being added; refusing to replace it", namesItsHelp: true)
             }
             return added
+        }
+    }
+
+    /// `sink run`: rewrites, under the lock, every sink whose file still holds the write before the
+    /// last one (`SinkKeeping.needsRepair`). True when one was rewritten.
+    @discardableResult
+    package func repairSinks() throws -> Bool {
+        guard let located = try locate(), located.document.sinks.contains(where: SinkKeeping.needsRepair) else { return false }
+        return try transaction { tx in
+            guard let current = try tx.locate(selector) else { return false }
+            var repaired = false
+            for record in current.document.sinks where SinkKeeping.needsRepair(record) {
+                guard let bytes = SinkRendering.render(record.format, current.document),
+                      Sodium.equal(SinkRendering.digest(bytes), record.digest) else { continue }
+                let previous = record.previousDigest
+                let outcome: SinkKeeping.Outcome
+                do {
+                    outcome = .file(try SinkFile.replace(record.path, with: bytes, isOurs: { Sodium.equal($0, previous) }))
+                } catch let e as CredentialError {
+                    outcome = .failed(e.message)
+                }
+                sinkRewritten(record, outcome)
+                if case .file(.done) = outcome { repaired = true }
+            }
+            return repaired
         }
     }
 

@@ -306,6 +306,24 @@ import Glibc
         #expect(Self.contents(path) == before)
     }
 
+    /// A file left with the write before the last (a process stopped between saving the document
+    /// and rewriting the file): `status` says due, and `sink run` rewrites it without a refresh.
+    @Test func sinkRunRepairsASinkThatStillHoldsThePreviousWrite() throws {
+        let w = try Self.world()
+        let path = w.home + "/tok"
+        #expect(w.run(["sink", "add", "--format", "token", "--path", path]).status == 0)
+        let before = try #require(Self.contents(path))
+        let refreshed = w.run(["get", "--force-refresh"])
+        #expect(refreshed.status == 0)
+        try before.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(w.run(["sink", "list"]).stdout.contains("  due  "), "a file holding the previous write is due")
+        let run = try LiveRun(w.sandbox, ["sink", "run"])
+        defer { kill(run.process.processIdentifier, SIGTERM); _ = run.wait(timeout: 10) }
+        #expect(run.waitFor("still held the token before was rewritten", timeout: 20), "\(run.stderr)")
+        #expect(Self.contents(path) == refreshed.stdout)
+        #expect(try w.issuer.counter("refresh_requests") == 1)
+    }
+
     // MARK: hostile paths
 
     @Test func hostilePathsAreRefusedAndLeftAsTheyWere() throws {
@@ -319,7 +337,8 @@ import Glibc
         try "API_KEY=sk-mine\n".write(toFile: h + "/.env", atomically: true, encoding: .utf8)
         try #"{"OPENAI_API_KEY":"sk-mine","tokens":null}"#.write(toFile: h + "/apikey.json", atomically: true, encoding: .utf8)
         let cases: [(String, String)] = [("token", h + "/open/t"), ("token", h + "/group/t"), ("token", h + "/link"),
-                                         ("token", h + "/adir"), ("env", h + "/.env"), ("codex", h + "/apikey.json")]
+                                         ("token", h + "/adir"), ("env", h + "/.env"), ("codex", h + "/apikey.json"),
+                                         ("json", w.sandbox.dataDir + "/other.age")]
         for (format, path) in cases {
             let r = w.run(["sink", "add", "--format", format, "--path", path])
             #expect(r.status == 2 || r.status == 5, "\(path): exit 2 or 5 expected: \(r.status) \(r.stderr)")
@@ -331,6 +350,7 @@ import Glibc
         #expect(Self.contents(h + "/.env") == "API_KEY=sk-mine\n")
         #expect(Self.contents(h + "/apikey.json") == #"{"OPENAI_API_KEY":"sk-mine","tokens":null}"#)
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: h + "/adir")) ?? ["?"]).isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: w.sandbox.dataDir + "/other.age"))
         let list = w.run(["sink", "list", "--json"])
         #expect(list.stdout.contains(#""sinks":[]"#), "\(list.stdout)")
     }
