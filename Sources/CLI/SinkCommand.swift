@@ -236,13 +236,14 @@ extension Runner {
 extension Runner {
     func sinkRun(_ g: GlobalOptions) throws -> Outcome {
         console.err("chatgpt-credential: sink run: keeping every profile's sinks fresh")
+        let said = SaidOnce()
         while true {
             let now = services.now()
             var wake = now + SinkSchedule.longestSleep
             for profile in sinkProfiles(g) {
                 var one = g
                 one.profile = profile
-                if let next = keepSinksFresh(one) { wake = min(wake, next) }
+                if let next = keepSinksFresh(one, said) { wake = min(wake, next) }
                 // A signal that waited for this profile's save ends the run (128 + its number).
                 try stopIfSignalled()
             }
@@ -259,8 +260,20 @@ extension Runner {
         return profiles
     }
 
+    /// What `sink run` said of each profile last: a notice or an error is said when it first
+    /// appears, not at every wake while it lasts.
+    final class SaidOnce {
+        private var last: [String: String] = [:]
+        func say(_ profile: String, _ line: String, _ console: Console) {
+            guard last[profile] != line else { return }
+            last[profile] = line
+            console.err(line)
+        }
+        func clear(_ profile: String) { last[profile] = nil }
+    }
+
     /// One profile: refreshed when due; the moment to wake for it next (nil: no sinks).
-    private func keepSinksFresh(_ g: GlobalOptions) -> Int64? {
+    private func keepSinksFresh(_ g: GlobalOptions, _ said: SaidOnce) -> Int64? {
         let owner = owner(g)
         let name = "sink run: profile '\(g.profile.name)'"
         do {
@@ -271,14 +284,17 @@ extension Runner {
             var due = Self.sinkDue(document)
             if due <= services.now() {
                 let fresh = try owner.fresh(Freshness(forceRefresh: true))
-                for n in fresh.notices { console.err("chatgpt-credential: \(name): " + n) }
-                if fresh.refreshed { console.err("chatgpt-credential: \(name): refreshed; sinks rewritten; valid until \(Clock.rfc3339(fresh.credential.expiresAt))") }
+                for n in fresh.notices { said.say(g.profile.name, "chatgpt-credential: \(name): " + n, console) }
+                if fresh.refreshed {
+                    said.clear(g.profile.name)
+                    console.err("chatgpt-credential: \(name): refreshed; sinks rewritten; valid until \(Clock.rfc3339(fresh.credential.expiresAt))")
+                }
                 if let d = try owner.locate()?.document { document = d }
                 due = Self.sinkDue(document)
             }
             return SinkSchedule.nextWake(due: due, now: services.now(), backoffUntil: owner.backoff.current(now: services.now())?.until ?? 0)
         } catch let e as CredentialError {
-            console.err("chatgpt-credential: \(name): error: " + e.message)
+            said.say(g.profile.name, "chatgpt-credential: \(name): error: " + e.message, console)
             return services.now() + SinkSchedule.minimumSleep * 5
         } catch {
             return services.now() + SinkSchedule.minimumSleep * 5
