@@ -194,6 +194,26 @@ import Glibc
         #expect(r.stdout != w.tokens.accessToken + "\n")
     }
 
+    /// The registry lives in the keyring item's document just as in the file's.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"] != nil,
+                   "no D-Bus session: run the suite through scripts/with-keyring"))
+    func sinksAreKeptWithAKeyringCredentialToo() throws {
+        let issuer = try TestIssuer()
+        let s = Sandbox(bus: .inherit, store: "secret-service")
+        s.env["CHATGPT_CREDENTIAL_ISSUER"] = issuer.url
+        defer { _ = s.run(["erase", "--no-revoke"]) }
+        let t = try issuer.seed(["expires_in": 3600])
+        let stored = s.run(["store"], stdin: #"{"access_token":"\#(t.accessToken)","refresh_token":"\#(t.refreshToken)","id_token":"\#(t.idToken)"}"#)
+        #expect(stored.status == 0, "\(stored.stderr)")
+        let path = s.env["HOME"]! + "/kr.env"
+        #expect(s.run(["sink", "add", "--format", "env", "--path", path]).status == 0)
+        let r = s.run(["get", "--force-refresh"], env: ["XDG_CONFIG_HOME": s.root + "/elsewhere"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(Self.accessToken(in: path, format: "env") == r.stdout.trimmingCharacters(in: .newlines))
+        #expect(s.run(["erase", "--no-revoke"]).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
     @Test func onChangeRunsOncePerRewrite() throws {
         let w = try Self.world()
         let log = w.home + "/changes.log"
