@@ -119,6 +119,17 @@ import Glibc
         #expect(list.stdout == "\(w.sandbox.profile)  json     fresh  \(path)\n", "\(list.stdout)")
     }
 
+    @Test func aCodexSinkSaysWhatToSetWhereCodexUsesTheKeyringAndChangesNothingOfCodexs() throws {
+        let w = try Self.world()
+        mkdir(w.home + "/.codex", 0o700)
+        let config = "model = \"gpt-5\"\ncli_auth_credentials_store = \"keyring\"\n"
+        try config.write(toFile: w.home + "/.codex/config.toml", atomically: true, encoding: .utf8)
+        let r = w.run(["sink", "add", "--format", "codex"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains(#"cli_auth_credentials_store = "file""#), "\(r.stderr)")
+        #expect(Self.contents(w.home + "/.codex/config.toml") == config)
+    }
+
     @Test func aChatmockSinkWarnsWhenCodexHomeIsSet() throws {
         let w = try Self.world()
         mkdir(w.home + "/codexhome", 0o700)
