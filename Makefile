@@ -15,7 +15,8 @@ USERUNITDIR ?= $(PREFIX)/lib/systemd/user
 UNIT_BINDIR ?= $(PREFIX)/bin
 UNITDIR     := $(DESTDIR)$(USERUNITDIR)
 UNITS       := chatgpt-credential.socket chatgpt-credential.service \
-               chatgpt-credential-refresh.timer chatgpt-credential-refresh.service
+               chatgpt-credential-refresh.timer chatgpt-credential-refresh.service \
+               chatgpt-credential-sinks.service
 # Release builds link the Swift runtime statically: ~2 ms of process start instead of ~6+.
 # libstdc++ (which the Swift runtime needs) is linked statically too: the swift driver's own
 # `-lstdc++` finds $(STATIC_LIB_DIR)/libstdc++.a first, a -L directory that holds only GCC's
@@ -56,14 +57,20 @@ APT_PACKAGES := libsecret-1-dev libsodium-dev libcurl4-openssl-dev pkg-config \
                 python3-dockerpycreds golang-docker-credential-helpers \
                 mandoc man-db zsh fish hyperfine procps util-linux time openssl bash-completion strace systemd \
                 dpkg-dev binutils lintian mmdebstrap debian-archive-keyring mount keyutils \
-                bubblewrap openssh-server openssh-client jq acl linux-perf
+                bubblewrap openssh-server openssh-client jq acl linux-perf python3-venv
 
-.PHONY: help setup deps apt-packages build release run test test-load test-unit bench bench-smoke demo install install-units uninstall lint-man docs fuzz fuzz-smoke clean \
+# Programs from PyPI the tests run for real (the sinks' ChatMock test), in a venv of the repository's
+# own (.venv-tools, not committed); never installed by a test.
+TOOLS_VENV   := .venv-tools
+CHATMOCK_VERSION := 1.40
+
+.PHONY: help setup deps tools apt-packages build release run test test-load test-unit bench bench-smoke demo install install-units uninstall lint-man docs fuzz fuzz-smoke clean \
         version deb dist lint-deb test-package
 
 help:
 	@echo "make setup      install the system packages (sudo apt-get), build, run the demo"
 	@echo "make deps       install the system packages only (sudo apt-get unless root)"
+	@echo "make tools      ChatMock from PyPI into .venv-tools (for the sinks' ChatMock test; part of make setup)"
 	@echo "make run ARGS=… build and run the tool, e.g. make run ARGS=--help"
 	@echo "make test       the whole test suite in a throwaway D-Bus session with gnome-keyring"
 	@echo "make test-load  the long loads (LongLoad… suites: many-round races, broker load, make install's release build), also in CI"
@@ -84,7 +91,7 @@ apt-packages:
 
 # The first of the README's two commands: everything a fresh Debian 12 with Swift needs, then the
 # demo (sign-in, get, usage, refresh, erase against the embedded test issuer, offline).
-setup: deps demo
+setup: deps tools demo
 	@echo "setup: done. The binary is $(RELEASE_BIN); 'sudo make install' puts it on PATH, 'make test' runs the tests."
 
 deps:
@@ -92,6 +99,13 @@ deps:
 	  echo "make deps: installing the Debian packages the build and tests need, with sudo apt-get:"; \
 	  echo "  $(APT_PACKAGES)"; fi; \
 	$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends $(APT_PACKAGES)
+
+# ChatMock from PyPI into $(TOOLS_VENV), for SinkChatMockTests (they are skipped, saying so, without it).
+tools: $(TOOLS_VENV)/bin/chatmock
+
+$(TOOLS_VENV)/bin/chatmock:
+	python3 -m venv $(TOOLS_VENV)
+	$(TOOLS_VENV)/bin/pip install --quiet --disable-pip-version-check chatmock==$(CHATMOCK_VERSION)
 
 # SwiftPM lets a module import any module already built unless asked: with this, a module that
 # imports one its Package.swift target does not list fails the build (ARCHITECTURE.md "Modules").

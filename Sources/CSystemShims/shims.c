@@ -61,3 +61,16 @@ long cs_getxattr(const char *path, const char *name, void *value, unsigned long 
 int cs_execvpe(const char *file, char *const argv[], char *const envp[]) {
     return execvpe(file, argv, envp);
 }
+
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/fs.h>
+
+int cs_rename_exchange(const char *a, const char *b) {
+    return (int)syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE);
+}
+
+int cs_rename_noreplace(const char *from, const char *to) {
+    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+}
