@@ -32,7 +32,7 @@ _chatgpt_credential_files()
 _chatgpt_credential()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev= prefix=
-    local verbs='login get store erase status usage refresh exec serve help version'
+    local verbs='login get store erase status usage refresh exec serve help version doctor'
     local globals='--profile --store --protocol --non-interactive --verbose -v --no-cache --broker --version --help -h'
     (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}
     COMPREPLY=()
@@ -116,6 +116,7 @@ _chatgpt_credential()
         refresh) opts+=" --all --if-idle" ;;
         exec) opts+=" --" ;;
         serve) opts+=" --socket --idle-exit --allow-uid" ;;
+        doctor) opts+=" --json" ;;
     esac
 
     if [[ $cur == -* ]]; then

@@ -78,7 +78,8 @@ complete -c $c -n __chatgpt_credential_no_verb -a exec -d 'run CMD with CHATGPT_
 complete -c $c -n __chatgpt_credential_no_verb -a serve -d 'answer token requests over a UNIX socket (the broker)'
 complete -c $c -n __chatgpt_credential_no_verb -a help -d 'show help for a verb'
 complete -c $c -n __chatgpt_credential_no_verb -a version -d 'print the version'
-complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status usage refresh exec serve help version'
+complete -c $c -n __chatgpt_credential_no_verb -a doctor -d 'check what a sign-in depends on here (no secrets)'
+complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status usage refresh exec serve help version doctor'
 
 # Global options, before or after the verb (not after the command verb's --).
 set -l g 'not __chatgpt_credential_in_exec_command'
@@ -88,7 +89,7 @@ complete -c $c -n $g -l protocol -x -a 'plain git docker' -d 'how verbs read std
 complete -c $c -n $g -l non-interactive -d 'never prompt, never open a browser'
 complete -c $c -n $g -s v -l verbose -d 'diagnostics on stderr, secrets redacted'
 complete -c $c -n $g -l no-cache -d 'neither read nor write the access cache in the kernel keyring'
-complete -c $c -n $g -l broker -x -d 'client mode: ask the broker on this socket instead of any store (get, status, usage, exec, git/docker get)'
+complete -c $c -n $g -l broker -x -d 'client mode: ask the broker on this socket instead of any store (get, status, usage, exec, doctor, git/docker get)'
 complete -c $c -n $g -l version -d 'print the version and exit'
 complete -c $c -n $g -s h -l help -d 'show help (also after any verb)'
 
@@ -129,6 +130,9 @@ complete -c $c -n '__chatgpt_credential_verb_is refresh' -l if-idle -x -d 'only 
 complete -c $c -n '__chatgpt_credential_verb_is serve' -l socket -r -F -d 'the socket to create, an absolute path (default: broker.sock in the runtime directory, see FILES)'
 complete -c $c -n '__chatgpt_credential_verb_is serve' -l idle-exit -x -d 'exit 0 after this long without a connection (default 0 = never; 60 under socket activation)'
 complete -c $c -n '__chatgpt_credential_verb_is serve' -l allow-uid -x -d 'also answer processes of this user id, and let them connect (an ACL on the socket, else mode 0666; repeatable)'
+
+# doctor
+complete -c $c -n '__chatgpt_credential_verb_is doctor' -l json -d 'the checks as a JSON array of {check, status, detail, advice}'
 
 # exec -- CMD [ARG…]
 complete -c $c -n '__chatgpt_credential_verb_is exec; and not __chatgpt_credential_in_exec_command' -a -- -d 'the command follows'

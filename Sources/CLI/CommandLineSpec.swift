@@ -161,7 +161,7 @@ public enum CommandLineSpec {
     static let verbTypes: [any Verb.Type] = [
         LoginCommand.self, GetCommand.self, StoreCommand.self, EraseCommand.self, StatusCommand.self,
         UsageCommand.self, RefreshCommand.self, ExecCommand.self, ServeCommand.self, HelpCommand.self,
-        VersionCommand.self,
+        VersionCommand.self, DoctorCommand.self,
     ]
 
     /// The verbs that work in client mode through the broker, for `--broker`'s help.
