@@ -150,6 +150,9 @@ import Glibc
             #expect(status == 0)
             let advice = h.expectOnly(["session-bus": "warn", "secret-service": "warn", "sign-in": "warn"], checks)
             #expect(advice["session-bus"]?.contains("export DBUS_SESSION_BUS_ADDRESS") == true)
+            // What get says points here, on its one line.
+            let get = h.run(["get"], without: ["DBUS_SESSION_BUS_ADDRESS"])
+            #expect(get.status == 3 && get.stderr.hasSuffix("; see: chatgpt-credential doctor\n") && get.stderr.split(separator: "\n").count == 1, "\(get.stderr)")
             // Followed: the session's bus address exported.
             let (_, again) = try h.doctor(env: ["DBUS_SESSION_BUS_ADDRESS": h.keyring.bus.address])
             #expect(again.allSatisfy { $0.status == "ok" }, "\(again)")
@@ -161,6 +164,9 @@ import Glibc
             let (status, checks) = try h.doctor()
             #expect(status == 1)
             let advice = h.expectOnly(["secret-service": "warn", "sign-in": "fail"], checks)
+            let said = h.run(["--no-cache", "status"]) // an access-cache entry would still be served (man page ACCESS CACHE)
+            #expect(said.status == 5 && said.stderr.contains("keyring is locked (see: chatgpt-credential doctor); ")
+                    && said.stderr.split(separator: "\n").count == 1, "\(said.status) \(said.stderr)")
             let unlock = try #require(advice["secret-service"]?.components(separatedBy: "or with: ").last)
             let ran = h.keyring.bus.startDaemon("PASSWORD=\(h.keyring.password); " + unlock, log: h.s.root + "/unlock.log")
             #expect(ran.status == 0, "\(unlock)")
