@@ -294,6 +294,8 @@ struct DoctorChecks {
         var refreshToken: SecretToken?
         /// Why it could not be read (not a failure of this check: a word in the detail).
         var unreadable: String?
+        /// For a keyring item: what takes it out of the way before a sink (Codex then reads a file).
+        var removal: String?
     }
 
     func codexSources(bus: SessionBus.Found?, keyringAnswers: Bool) -> [Source] {
@@ -304,6 +306,7 @@ struct DoctorChecks {
         if let home = CodexKeyring.home(codexHome: settings.codexHome, home: settings.home), bus != nil, keyringAnswers {
             let account = CodexKeyring.account(canonicalHome: Runner.canonicalPath(home))
             var source = Source(label: "the keyring item '\(CodexKeyring.service)' \(account)", path: nil)
+            source.removal = "set cli_auth_credentials_store = \"file\" in \(Self.quoted((home.hasSuffix("/") ? home : home + "/") + "config.toml")), remove the item (this revokes nothing): secret-tool clear service \(Self.quoted(CodexKeyring.service)) account \(Self.quoted(account)), then "
             do {
                 for attributes in CodexKeyring.searches(account: account) {
                     if let secret = try runner.services.lookupForeignSecret(attributes) {
@@ -365,17 +368,17 @@ struct DoctorChecks {
             func sink(_ profile: Profile, takeOver: Bool) -> String {
                 profile.command("sink add --format \(name)\(source.path.map { " --path " + Self.quoted($0) } ?? "")\(takeOver ? " --take-over" : "")")
             }
-            let itemFirst = source.path == nil ? "set cli_auth_credentials_store = \"file\" in Codex's config.toml, then " : ""
+            let itemFirst = source.removal ?? ""
             if let (profile, _) = held.first(where: { $0.1.refreshToken == token }) {
                 findings.append(.fail(name, "\(source.label) holds the very refresh token profile \(profile.name) holds: two programs refresh one chain, and whichever refreshes second is signed out (refresh_token_reused)",
-                                      "let this tool be the only refresher and give \(program) a file it keeps fresh: quit \(program), then \(itemFirst)\(sink(profile, takeOver: true))"))
+                                      "let this tool be the only refresher and give \(program) a file it keeps fresh: quit \(program), then \(itemFirst)\(sink(profile, takeOver: source.removal == nil))"))
             } else if let (profile, _) = held.first(where: { $0.1.hasSpent(token) }) {
                 let moved = source.path.map { "mv \(Self.quoted($0)) \(Self.quoted($0 + ".spent")), then " } ?? ""
                 findings.append(.fail(name, "\(source.label) holds a refresh token profile \(profile.name) already spent: \(program)'s next refresh fails with refresh_token_reused",
                                       "give \(program) a file this tool keeps fresh: quit \(program), then \(itemFirst)\(moved)\(sink(profile, takeOver: false))"))
             } else {
                 findings.append(.warn(name, "\(source.label) holds another refresh token: \(program) refreshes a sign-in of its own",
-                                      "nothing to do if it is another account; if it is the same one, let one program refresh: quit \(program), then \(itemFirst)\(sink(g.profile, takeOver: true))"))
+                                      "nothing to do if it is another account; if it is the same one, let one program refresh: quit \(program), then \(itemFirst)\(sink(g.profile, takeOver: source.removal == nil))"))
             }
         }
         guard !findings.isEmpty else { return .ok(name, "no \(program) credential found") }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import SystemRuntime
+import HelperProtocols
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -122,14 +123,22 @@ import Glibc
             _ = FileManager.default.createFile(atPath: codexHome + "/auth.json", contents: Data(json.utf8), attributes: [.posixPermissions: 0o600])
         }
 
+        /// The refresh token the default profile's keyring item holds now.
+        func storedRefreshToken() -> String? {
+            let r = keyring.bus.sh("secret-tool lookup service chatgpt-credential profile \(s.profile)")
+            guard r.status == 0, let doc = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any] else { return nil }
+            return doc["refresh_token"] as? String
+        }
+
         /// Follows a sink advice: runs it when this build has `sink`; otherwise does what a
         /// `codex` sink does to the file (man page SINKS: Codex's shape with an empty refresh
         /// token), so the check can be seen turning ok.
         func followSinkAdvice(_ advice: String) -> Bool {
-            guard let r = advice.range(of: "then ") else { return false }
+            guard let r = advice.range(of: "then ", options: .backwards) else { return false }
             let command = String(advice[r.upperBound...])
             if run(["sink", "--help"]).status == 0 { return sh(command.replacingOccurrences(of: "chatgpt-credential", with: Harness.binary)).status == 0 }
-            for part in command.components(separatedBy: ", then ") where part.hasPrefix("mv ") {
+            if let mv = advice.range(of: "then mv ") {
+                let part = String(advice[advice.index(mv.lowerBound, offsetBy: 5)...]).components(separatedBy: ", then ")[0]
                 guard sh(part).status == 0 else { return false }
             }
             writeCodexAuth(refreshToken: "")
@@ -268,6 +277,26 @@ import Glibc
             let advice = try #require(h.expectOnly(["codex": "warn"], checks)["codex"])
             #expect(h.followSinkAdvice(advice))
             try h.expectAllOK("after a codex sink took the file over")
+        }
+
+        // Codex keeping this tool's very refresh token in its keyring item: fail; the advice
+        // switches Codex to a file, removes the item (no logout) and gives it a sink.
+        do {
+            let current = try #require(h.storedRefreshToken(), "the keyring item's refresh token")
+            let account = CodexKeyring.account(canonicalHome: h.codexHome)
+            let item = h.keyring.bus.sh("secret-tool store --label=codex service 'Codex Auth' account '\(account)'",
+                                        stdin: #"{"tokens":{"id_token":"x","access_token":"y","refresh_token":"\#(current)","account_id":"a"}}"#)
+            try #require(item.status == 0, "\(item.stderr)")
+            let (status, checks) = try h.doctor()
+            #expect(status == 1)
+            let advice = try #require(h.expectOnly(["codex": "fail"], checks)["codex"])
+            #expect(checks.first { $0.name == "codex" }?.detail.contains("keyring item 'Codex Auth' \(account) holds the very refresh token") == true, "\(checks)")
+            let clear = try #require(advice.range(of: "secret-tool clear ").map { String(advice[$0.lowerBound...]).components(separatedBy: ", then ")[0] }, "\(advice)")
+            #expect(advice.contains("cli_auth_credentials_store = \"file\" in \(h.codexHome)/config.toml") && !advice.contains("--take-over"), "\(advice)")
+            _ = FileManager.default.createFile(atPath: h.codexHome + "/config.toml", contents: Data("cli_auth_credentials_store = \"file\"\n".utf8))
+            #expect(h.keyring.bus.sh(clear).status == 0, "\(clear)")
+            #expect(h.followSinkAdvice(advice))
+            try h.expectAllOK("after the item was removed and a sink written")
         }
 
         // A profile kept in both stores: warn; the advice removes the copy auto does not read.
