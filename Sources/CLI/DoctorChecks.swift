@@ -201,7 +201,7 @@ struct DoctorChecks {
                 guard Self.look(link) != nil else { continue }
                 if access(link, F_OK) != 0 {
                     return .warn(name, "\(unit) is enabled but its unit file is gone (\(link) points nowhere)",
-                                 "reinstall the units (make install-units, or the package), or: systemctl --user disable \(unit)")
+                                 "reinstall the units (make install-units, or the package), or disable it: systemctl --user disable \(unit) (or: rm \(Self.quoted(link)))")
                 }
                 enabled.append(unit)
                 break
@@ -214,8 +214,9 @@ struct DoctorChecks {
             return .warn(name, "only some units are installed in \(dirs); missing: \(missing.joined(separator: ", "))", "reinstall them: make install-units, or the package")
         }
         let notEnabled = wants.map(\.0).filter { !enabled.contains($0) }
-        if notEnabled.isEmpty { return .ok(name, "installed in \(dirs); enabled: \(enabled.joined(separator: ", "))") }
-        return .ok(name, "installed in \(dirs); not enabled: \(notEnabled.joined(separator: ", ")) (optional: systemctl --user enable --now \(notEnabled.joined(separator: " ")))")
+        let on = enabled.isEmpty ? "" : "; enabled: \(enabled.joined(separator: ", "))"
+        if notEnabled.isEmpty { return .ok(name, "installed in \(dirs)\(on)") }
+        return .ok(name, "installed in \(dirs)\(on); not enabled: \(notEnabled.joined(separator: ", ")) (optional: systemctl --user enable --now \(notEnabled.joined(separator: " ")))")
     }
 
     // MARK: the back-off, the sign-in, the profiles
@@ -229,7 +230,7 @@ struct DoctorChecks {
         for profile in profiles {
             let backoff = IssuerBackoff(lockPath: paths.lockFile(for: profile), issuer: issuer)
             if let record = backoff.current(now: now) {
-                return .warn(name, "profile \(profile.name): the issuer \(issuer) failed (\(record.reason)); refreshes wait until \(Clock.rfc3339(record.until)) (\(record.until - now) s)",
+                return .warn(name, "profile \(profile.name): the issuer \(issuer) failed (\(record.reason)); refreshes wait until \(Clock.rfc3339(record.until))",
                              "nothing to do: it clears by itself then (check the network, or CHATGPT_CREDENTIAL_ISSUER if it is set)")
             }
         }

@@ -118,9 +118,9 @@ import Glibc
             return Dictionary(uniqueKeysWithValues: checks.compactMap { c in c.advice.map { (c.name, $0) } })
         }
 
-        func writeCodexAuth(refreshToken: String) {
+        func writeCodexAuth(refreshToken: String, to path: String? = nil) {
             let json = #"{"OPENAI_API_KEY":null,"tokens":{"id_token":"\#(tokens.idToken)","access_token":"\#(tokens.accessToken)","refresh_token":"\#(refreshToken)","account_id":"\#(tokens.accountId)"},"last_refresh":"2026-01-01T00:00:00Z"}"#
-            _ = FileManager.default.createFile(atPath: codexHome + "/auth.json", contents: Data(json.utf8), attributes: [.posixPermissions: 0o600])
+            _ = FileManager.default.createFile(atPath: path ?? codexHome + "/auth.json", contents: Data(json.utf8), attributes: [.posixPermissions: 0o600])
         }
 
         /// The refresh token the default profile's keyring item holds now.
@@ -133,7 +133,7 @@ import Glibc
         /// Follows a sink advice: runs it when this build has `sink`; otherwise does what a
         /// `codex` sink does to the file (man page SINKS: Codex's shape with an empty refresh
         /// token), so the check can be seen turning ok.
-        func followSinkAdvice(_ advice: String) -> Bool {
+        func followSinkAdvice(_ advice: String, file: String? = nil) -> Bool {
             guard let r = advice.range(of: "then ", options: .backwards) else { return false }
             let command = String(advice[r.upperBound...])
             if run(["sink", "--help"]).status == 0 { return sh(command.replacingOccurrences(of: "chatgpt-credential", with: Harness.binary)).status == 0 }
@@ -141,7 +141,7 @@ import Glibc
                 let part = String(advice[advice.index(mv.lowerBound, offsetBy: 5)...]).components(separatedBy: ", then ")[0]
                 guard sh(part).status == 0 else { return false }
             }
-            writeCodexAuth(refreshToken: "")
+            writeCodexAuth(refreshToken: "", to: file)
             return true
         }
 
@@ -310,6 +310,72 @@ import Glibc
             let fix = try #require(advice.components(separatedBy: "does not read: ").last)
             #expect(h.sh(fix).status == 0, "\(fix)")
             try h.expectAllOK("after the keyring's copy was removed")
+        }
+    }
+
+    @Test(.enabled(if: canIsolate, "needs root and unshare for a private /run/user"))
+    func chatmockUnitsAndTheIssuerBackoff() throws {
+        let h = try Home()
+        try h.expectAllOK("a clean signed-in home")
+
+        // ChatMock's auth.json holding this tool's very refresh token: fail, a chatmock sink.
+        do {
+            let file = h.s.root + "/chatmock/auth.json"
+            h.writeCodexAuth(refreshToken: try #require(h.storedRefreshToken()), to: file)
+            let (status, checks) = try h.doctor()
+            #expect(status == 1)
+            let advice = try #require(h.expectOnly(["chatmock": "fail"], checks)["chatmock"])
+            #expect(advice.contains("quit ChatMock") && advice.contains("sink add --format chatmock --path \(file) --take-over"), "\(advice)")
+            #expect(h.followSinkAdvice(advice, file: file))
+            try h.expectAllOK("after a chatmock sink took the file over")
+        }
+
+        // The user units: installed and not enabled is ok; enabled is ok; an enabled unit whose
+        // file is gone warns, and removing the dangling link (what disable does) is ok again
+        // (not installed).
+        do {
+            let units = h.s.env["XDG_CONFIG_HOME"]! + "/systemd/user"
+            try FileManager.default.createDirectory(atPath: units + "/timers.target.wants", withIntermediateDirectories: true)
+            for name in ["chatgpt-credential.socket", "chatgpt-credential.service.in", "chatgpt-credential-refresh.timer", "chatgpt-credential-refresh.service.in"] {
+                try FileManager.default.copyItem(atPath: Harness.repoRoot + "/systemd/" + name, toPath: units + "/" + name.replacingOccurrences(of: ".in", with: ""))
+            }
+            var (_, checks) = try h.doctor()
+            #expect(checks.first { $0.name == "systemd-units" }?.detail.contains("not enabled: chatgpt-credential.socket, chatgpt-credential-refresh.timer") == true, "\(checks)")
+            try h.expectAllOK("installed, not enabled")
+            let link = units + "/timers.target.wants/chatgpt-credential-refresh.timer"
+            try #require(symlink(units + "/chatgpt-credential-refresh.timer", link) == 0)
+            (_, checks) = try h.doctor()
+            #expect(checks.first { $0.name == "systemd-units" }?.detail.contains("enabled: chatgpt-credential-refresh.timer") == true, "\(checks)")
+            try h.expectAllOK("the timer enabled")
+            // The units removed (the package uninstalled) with the timer still enabled.
+            for name in ["chatgpt-credential.socket", "chatgpt-credential.service", "chatgpt-credential-refresh.timer", "chatgpt-credential-refresh.service"] {
+                try FileManager.default.removeItem(atPath: units + "/" + name)
+            }
+            let (status, broken) = try h.doctor()
+            #expect(status == 0)
+            let advice = try #require(h.expectOnly(["systemd-units": "warn"], broken)["systemd-units"])
+            let fix = try #require(advice.range(of: "(or: ").map { String(advice[$0.upperBound...].dropLast()) }, "\(advice)")
+            #expect(fix == "rm \(link)")
+            #expect(h.sh(fix).status == 0)
+            try h.expectAllOK("the dangling link removed")
+        }
+
+        // The issuer failing: the shared back-off is a warn that clears by itself, as it says.
+        do {
+            try h.issuer.configure(["faults": Array(repeating: ["status": 503], count: 20)])
+            let got = h.run(["get", "--force-refresh"])
+            #expect(got.status == 0 && got.stderr.contains("notice"), "the stored token, with a notice: \(got.stderr)")
+            let (status, checks) = try h.doctor()
+            #expect(status == 0)
+            let advice = try #require(h.expectOnly(["issuer-backoff": "warn"], checks)["issuer-backoff"])
+            #expect(advice.contains("clears by itself"), "\(advice)")
+            // Followed: nothing to do but let it pass (polled, bounded by the back-off's own length).
+            // (`--json` alone here: a text run and a JSON run may fall on either side of the moment it clears.)
+            #expect(SessionBusEndToEndTests.waitUntil(within: 40) {
+                let r = h.run(["doctor", "--json"])
+                return r.status == 0 && r.stdout.contains(#"{"check":"issuer-backoff","status":"ok""#) && !r.stdout.contains(#""status":"warn""#)
+            })
+            try h.expectAllOK("once the back-off passed")
         }
     }
 
