@@ -132,7 +132,7 @@ complete -c $c -n '__chatgpt_credential_verb_is serve' -l idle-exit -x -d 'exit 
 complete -c $c -n '__chatgpt_credential_verb_is serve' -l allow-uid -x -d 'also answer processes of this user id, and let them connect (an ACL on the socket, else mode 0666; repeatable)'
 
 # doctor
-complete -c $c -n '__chatgpt_credential_verb_is doctor' -l json -d 'the checks as a JSON array of {check, status, detail, advice}'
+complete -c $c -n '__chatgpt_credential_verb_is doctor' -l json -d 'the same checks as a JSON array of {check, status, detail, advice}; advice is null for ok'
 
 # exec -- CMD [ARG…]
 complete -c $c -n '__chatgpt_credential_verb_is exec; and not __chatgpt_credential_in_exec_command' -a -- -d 'the command follows'

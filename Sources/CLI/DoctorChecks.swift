@@ -9,7 +9,7 @@ import Broker
 import Glibc
 #endif
 
-/// The checks of `doctor` (man page DOCTOR), in the order they are printed. Each looks, never
+/// The checks of `doctor` (man page VERBS, doctor), in the order they are printed. Each looks, never
 /// changes anything, and prints no secret: a token read to be compared (another program's
 /// refresh token) stays in guarded memory and is compared in constant time.
 struct DoctorChecks {
@@ -281,6 +281,8 @@ struct DoctorChecks {
         for (profile, kind) in listing.found {
             var g2 = g
             g2.profile = profile
+            // Never a passphrase prompt per profile: a copy that needs one is not compared.
+            g2.nonInteractive = true
             g2.store = kind == .file ? .file : .secretService
             if let located = try? runner.services.makeSelector(g2).locate(profile) { held.append((profile, located.document)) }
         }

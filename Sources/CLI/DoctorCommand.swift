@@ -4,7 +4,7 @@ import Credentials
 import Secrets
 import Broker
 
-/// `doctor` on the command line (man page VERBS, DOCTOR): what a sign-in depends on here, one
+/// `doctor` on the command line (man page VERBS, doctor): what a sign-in depends on here, one
 /// check per line, each warn or fail with the next step.
 struct DoctorCommand: Verb {
     static let spec = VerbSpec(
@@ -18,7 +18,7 @@ struct DoctorCommand: Verb {
         check: ok, warn or fail, what was found, and for each warn or fail the next step.
         Exit 0 when no check fails, else 1. In client mode it checks the broker only.
         """,
-        options: [OptionSpec("--json", "the checks as a JSON array of {check, status, detail, advice}")],
+        options: [OptionSpec("--json", "the same checks as a JSON array of {check, status, detail, advice}; advice is null for ok")],
         examples: ["\(CommandLineSpec.programName) doctor", "\(CommandLineSpec.programName) doctor --json"],
         wordsFromOtherTools: ["check": "", "diagnose": "", "health": ""])
 

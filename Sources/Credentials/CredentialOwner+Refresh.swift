@@ -209,8 +209,8 @@ extension CredentialOwner {
             let received = now()
             var next = current.document.rotated(accessToken: t.accessToken, refreshToken: t.refreshToken, idToken: t.idToken,
                                                 expiresIn: t.expiresIn, now: received)
-            // The spent token's digest goes into the same save as its successor (man page,
-            // DOCTOR): another program still holding it is on this chain.
+            // The spent token's digest goes into the same save as its successor (man page
+            // VERBS, doctor): another program still holding it is on this chain.
             if let rotatedTo = t.refreshToken, rotatedTo != spent { next = next.spending(spent) }
             backoff.clear()
             return .saved(next, try persistRotated(next, in: store, prepared: prepared, spent: spent, &tx), received)

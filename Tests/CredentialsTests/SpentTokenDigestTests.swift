@@ -8,7 +8,7 @@ import Secrets
 import TestSupport
 
 /// The owner remembers a digest of each refresh token it spent, in the same save as the new
-/// tokens, never the token (man page, DOCTOR: another program holding one is on this chain).
+/// tokens, never the token (man page VERBS, doctor: another program holding one is on this chain).
 @Suite struct SpentTokenDigestTests {
     @Test func aRotationRemembersTheSpentTokenInTheSameSave() throws {
         let w = OwnerWorld()

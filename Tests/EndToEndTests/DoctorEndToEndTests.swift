@@ -6,7 +6,7 @@ import HelperProtocols
 import Glibc
 #endif
 
-/// `doctor` through the built binary (man page DOCTOR), in a throwaway home with a private
+/// `doctor` through the built binary (man page VERBS, doctor), in a throwaway home with a private
 /// session bus, a real gnome-keyring-daemon and the test issuer. Every run is in a mount
 /// namespace of its own whose /run/user is a directory of the sandbox, so the tool's per-user
 /// runtime directory (the locks, the broker's default socket) is the test's alone.

@@ -35,7 +35,7 @@ public struct TokenDocument: CredentialTimes, Equatable, Sendable {
     /// session, so `erase` does not revoke it.
     public var origin: CredentialOrigin
     /// SHA-256 digests of the refresh tokens this tool spent on this chain, oldest first, at most
-    /// `spentDigestLimit` (man page, DOCTOR: `doctor` fails when another program still holds one).
+    /// `spentDigestLimit` (man page VERBS, doctor: `doctor` fails when another program still holds one).
     /// Never the tokens. Optional in the stored document (`spent_refresh_tokens_sha256`): a
     /// document without it, or with entries that are not digests, reads as none.
     public var spentRefreshDigests: [[UInt8]] = []
