@@ -5,6 +5,7 @@ import HelperProtocols
 import Credentials
 import Secrets
 import Broker
+import CSystemShims
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -173,7 +174,10 @@ struct DoctorChecks {
             return .warn(name, "\(path) is there but no broker answers on it (left by a broker that stopped)",
                          "start the broker: \(CommandLineSpec.programName) serve (or systemctl --user start chatgpt-credential.socket), or remove the socket: rm \(Self.quoted(path))")
         }
-        let who = st.st_mode & 0o077 == 0 ? "only uid \(st.st_uid) can connect" : "mode \(Self.octal(st)): other users can connect, and only the uids it allows are answered"
+        var acl = [UInt8](repeating: 0, count: 256)
+        let hasACL = cs_getxattr(path, "system.posix_acl_access", &acl, UInt(acl.count)) > 0
+        let who = st.st_mode & 0o077 == 0 && !hasACL ? "only uid \(st.st_uid) can connect"
+            : "other users can connect (\(hasACL ? "an ACL" : "its mode")); the broker answers only uid \(st.st_uid) and those it allows (--allow-uid)"
         return .ok(name, "listening at \(path) (\(Self.octal(st)), \(who))")
     }
 
