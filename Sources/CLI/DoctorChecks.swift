@@ -249,7 +249,9 @@ struct DoctorChecks {
             return .warn(name, "profile \(profile.name) is not in \(file), and the keyring could not be asked (\(StoreSelector.firstClause(keyring)))",
                          "fix session-bus and secret-service above; if it was never signed in here: \(profile.loginCommand)")
         } catch let e as CredentialError {
-            return .fail(name, "profile \(profile.name): \(StoreSelector.firstClause(e.message))", "fix the checks above, then: \(profile.command("status"))")
+            // The message's own advice (after its first "; "), else the checks above.
+            let advice = Self.afterFirstSemicolon(e.message) ?? "fix the checks above, then: \(profile.command("status"))"
+            return .fail(name, "profile \(profile.name): \(StoreSelector.firstClause(e.message))", advice)
         } catch {
             return .fail(name, "profile \(profile.name): \(error)", "fix the checks above, then: \(profile.command("status"))")
         }
@@ -260,6 +262,13 @@ struct DoctorChecks {
             return .fail(name, "\(who): the issuer rejected its refresh token (\(code))", "sign in again: \(profile.loginCommand)")
         }
         return .ok(name, who)
+    }
+
+    /// What follows a message's first "; " (its advice), or nil.
+    static func afterFirstSemicolon(_ message: String) -> String? {
+        let chars = Array(message)
+        for i in chars.indices.dropLast() where chars[i] == ";" && chars[i + 1] == " " { return String(chars[(i + 2)...]) }
+        return nil
     }
 
     func profilesInBothStores(_ listing: ProfileListing) -> DoctorCheck {

@@ -173,6 +173,7 @@ import Glibc
             let (status, checks) = try h.doctor()
             #expect(status == 1)
             let advice = h.expectOnly(["secret-service": "warn", "sign-in": "fail"], checks)
+            #expect(advice["sign-in"]?.contains("gnome-keyring-daemon --replace --unlock") == true, "\(advice)")
             let said = h.run(["--no-cache", "status"]) // an access-cache entry would still be served (man page ACCESS CACHE)
             #expect(said.status == 5 && said.stderr.contains("keyring is locked (see: chatgpt-credential doctor); ")
                     && said.stderr.split(separator: "\n").count == 1, "\(said.status) \(said.stderr)")
