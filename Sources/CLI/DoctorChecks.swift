@@ -163,7 +163,14 @@ struct DoctorChecks {
     func brokerSocket() -> DoctorCheck {
         let name = "broker"
         let path = BrokerListener.defaultPath()
-        guard let st = Self.look(path) else { return .ok(name, "not set up (no socket at \(path))") }
+        guard let st = Self.look(path) else {
+            // Enabled for socket activation, yet nothing listens: the user manager is not running it.
+            if unitDirectories.enabling.contains(where: { Self.look($0 + "/sockets.target.wants/chatgpt-credential.socket") != nil }) {
+                return .warn(name, "chatgpt-credential.socket is enabled but nothing listens at \(path)",
+                             "start it: systemctl --user start chatgpt-credential.socket (or run: \(CommandLineSpec.programName) serve)")
+            }
+            return .ok(name, "not set up (no socket at \(path))")
+        }
         guard st.st_mode & S_IFMT == S_IFSOCK else {
             return .fail(name, "\(path) is not a socket", "remove it: rm \(Self.quoted(path))")
         }
@@ -185,14 +192,20 @@ struct DoctorChecks {
     static let units = ["chatgpt-credential.socket", "chatgpt-credential.service",
                         "chatgpt-credential-refresh.timer", "chatgpt-credential-refresh.service"]
 
-    func systemdUnits() -> DoctorCheck {
-        let name = "systemd-units"
+    /// Where systemd looks for user units (systemd.unit(5)), and where `enable` puts its links.
+    var unitDirectories: (search: [String], enabling: [String]) {
         let home = settings.home.flatMap { $0.hasPrefix("/") ? $0 : nil }
         let config = settings.configHome.flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home.map { $0 + "/.config" }
         let data = settings.dataHome.flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home.map { $0 + "/.local/share" }
         let userConfig = config.map { $0 + "/systemd/user" }
-        let searchPath = [userConfig, "/etc/systemd/user", data.map { $0 + "/systemd/user" },
-                          "/usr/local/lib/systemd/user", "/usr/local/share/systemd/user", "/usr/lib/systemd/user", "/usr/share/systemd/user"].compactMap { $0 }
+        let search = [userConfig, "/etc/systemd/user", data.map { $0 + "/systemd/user" },
+                      "/usr/local/lib/systemd/user", "/usr/local/share/systemd/user", "/usr/lib/systemd/user", "/usr/share/systemd/user"].compactMap { $0 }
+        return (search, [userConfig, "/etc/systemd/user"].compactMap { $0 })
+    }
+
+    func systemdUnits() -> DoctorCheck {
+        let name = "systemd-units"
+        let (searchPath, enabling) = unitDirectories
         func installed(_ unit: String) -> String? {
             searchPath.first { dir in Self.look(dir + "/" + unit).map { $0.st_mode & S_IFMT != S_IFLNK || access(dir + "/" + unit, F_OK) == 0 } ?? false }
         }
@@ -200,7 +213,7 @@ struct DoctorChecks {
         let wants = [("chatgpt-credential.socket", "sockets.target.wants"), ("chatgpt-credential-refresh.timer", "timers.target.wants")]
         var enabled: [String] = []
         for (unit, dir) in wants {
-            for base in [userConfig, "/etc/systemd/user"].compactMap({ $0 }) {
+            for base in enabling {
                 let link = base + "/" + dir + "/" + unit
                 guard Self.look(link) != nil else { continue }
                 if access(link, F_OK) != 0 {

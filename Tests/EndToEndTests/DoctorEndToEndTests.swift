@@ -118,6 +118,19 @@ import Glibc
             return Dictionary(uniqueKeysWithValues: checks.compactMap { c in c.advice.map { (c.name, $0) } })
         }
 
+        /// `serve` started as the advice says (in the same namespace), seen listening by doctor,
+        /// then stopped with SIGTERM, after which its socket is gone.
+        func serveAndStop(_ socket: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+            let broker = try #require(BackgroundProcess(Hostile.unshare, ["--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+                                                                           #"mount --bind "$0" /run/user; exec "$@" 2>&1"#, runUser, Harness.binary, "serve"],
+                                                        env: s.env, readyWithin: 20), "the broker did not start", sourceLocation: sourceLocation)
+            let (_, served) = try doctor(sourceLocation: sourceLocation)
+            #expect(served.allSatisfy { $0.status == "ok" } && served.contains { $0.name == "broker" && $0.detail.hasPrefix("listening at \(socket)") }, "\(served)", sourceLocation: sourceLocation)
+            kill(broker.process.processIdentifier, SIGTERM) // serve removes its own socket on SIGTERM
+            broker.process.waitUntilExit()
+            #expect(SessionBusEndToEndTests.waitUntil { access(self.realRuntimeDir + "/broker.sock", F_OK) != 0 }, "serve removes its socket", sourceLocation: sourceLocation)
+        }
+
         func writeCodexAuth(refreshToken: String, to path: String? = nil) {
             let json = #"{"OPENAI_API_KEY":null,"tokens":{"id_token":"\#(tokens.idToken)","access_token":"\#(tokens.accessToken)","refresh_token":"\#(refreshToken)","account_id":"\#(tokens.accountId)"},"last_refresh":"2026-01-01T00:00:00Z"}"#
             _ = FileManager.default.createFile(atPath: path ?? codexHome + "/auth.json", contents: Data(json.utf8), attributes: [.posixPermissions: 0o600])
@@ -232,14 +245,7 @@ import Glibc
             #expect(status == 0)
             let advice = try #require(h.expectOnly(["broker": "warn"], checks)["broker"])
             #expect(advice.contains("chatgpt-credential serve") && advice.contains("rm \(socket)"))
-            let broker = try #require(BackgroundProcess(Hostile.unshare, ["--mount", "--propagation", "private", "--", "/bin/sh", "-c",
-                                                                           #"mount --bind "$0" /run/user; exec "$@" 2>&1"#, h.runUser, Harness.binary, "serve"],
-                                                        env: h.s.env, readyWithin: 20), "the broker did not start")
-            let (_, served) = try h.doctor()
-            #expect(served.allSatisfy { $0.status == "ok" } && served.contains { $0.name == "broker" && $0.detail.hasPrefix("listening at \(socket)") }, "\(served)")
-            kill(broker.process.processIdentifier, SIGTERM) // serve removes its own socket on SIGTERM
-            broker.process.waitUntilExit()
-            #expect(SessionBusEndToEndTests.waitUntil { access(h.realRuntimeDir + "/broker.sock", F_OK) != 0 }, "serve removes its socket")
+            try h.serveAndStop(socket)
             try h.expectAllOK("after the broker stopped cleanly")
         }
 
@@ -348,6 +354,18 @@ import Glibc
             (_, checks) = try h.doctor()
             #expect(checks.first { $0.name == "systemd-units" }?.detail.contains("enabled: chatgpt-credential-refresh.timer") == true, "\(checks)")
             try h.expectAllOK("the timer enabled")
+
+            // The broker's socket unit enabled, yet nothing listens (no user manager runs it): the
+            // broker check warns; the broker started as the advice says listens; disabled, all ok.
+            let socketLink = units + "/sockets.target.wants/chatgpt-credential.socket"
+            mkdir(units + "/sockets.target.wants", 0o755)
+            try #require(symlink(units + "/chatgpt-credential.socket", socketLink) == 0)
+            let (_, idle) = try h.doctor()
+            let brokerAdvice = try #require(h.expectOnly(["broker": "warn"], idle)["broker"])
+            #expect(brokerAdvice.contains("systemctl --user start chatgpt-credential.socket") && brokerAdvice.contains("chatgpt-credential serve"), "\(brokerAdvice)")
+            try h.serveAndStop(h.runtimeDir + "/broker.sock")
+            try #require(unlink(socketLink) == 0) // what systemctl --user disable does
+            try h.expectAllOK("the socket unit disabled")
             // The units removed (the package uninstalled) with the timer still enabled.
             for name in ["chatgpt-credential.socket", "chatgpt-credential.service", "chatgpt-credential-refresh.timer", "chatgpt-credential-refresh.service"] {
                 try FileManager.default.removeItem(atPath: units + "/" + name)
