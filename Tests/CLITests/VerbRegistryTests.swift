@@ -32,8 +32,9 @@ import Testing
         ("exec", "exec -- CMD [ARG…]"),
         ("serve", "serve [--socket PATH] [--idle-exit SECONDS] [--allow-uid UID]…"),
         ("help", "help [VERB]"),
-        ("sink", "sink [--format FORMAT] [--path PATH] [--take-over] [--on-change CMD] [--json] add|list|remove|run [PATH]"),
+        ("sink", "sink [--format codex|chatmock|token|env|json] [--path PATH] [--take-over] [--on-change CMD] [--json] add|list|remove|run [PATH]"),
         ("version", "version"),
+        ("doctor", "doctor [--json]"),
     ])
     func synopsisComesFromTheOptions(_ verb: String, _ synopsis: String) throws {
         #expect(try #require(CommandLineSpec.verb(verb)).synopsis == synopsis)
