@@ -27,7 +27,7 @@ struct DoctorChecks {
         let held = heldDocuments(listing)
         return [
             sessionBus(bus), keyring.check, fileStore(), lockDirectory(), accessCache(), brokerSocket(),
-            systemdUnits(), .ok("sinks", "none"), issuerBackoff(listing),
+            systemdUnits(), sinks(held), issuerBackoff(listing),
             signIn(), profilesInBothStores(listing),
             otherRefresher("codex", program: "Codex", sources: codexSources(bus: bus, keyringAnswers: keyring.answers), held: held),
             otherRefresher("chatmock", program: "ChatMock", sources: chatmockSources(), held: held),
@@ -297,6 +297,38 @@ struct DoctorChecks {
         let names = listing.names.map(\.name)
         let unlisted = listing.problems.isEmpty ? "" : " (a store could not be listed: \(StoreSelector.firstClause(listing.problems[0].message)))"
         return .ok(name, (names.isEmpty ? "none signed in" : "\(names.count) signed in, none kept twice") + unlisted)
+    }
+
+    // MARK: sinks
+
+    /// Every profile's sinks (kept in its document), in the state `sink list` shows: a file another
+    /// program changed, or one that could not be read, is a warn, with the advice `sink list`
+    /// gives; fresh and due (rewritten at the next refresh) are ok.
+    func sinks(_ held: [(Profile, TokenDocument)]) -> DoctorCheck {
+        let name = "sinks"
+        let now = runner.services.now()
+        var fresh = 0, due = 0
+        var problems: [(detail: String, advice: String)] = []
+        for (profile, document) in held {
+            for record in document.sinks {
+                let path = Sanitize.line(record.path, limit: 200)
+                let whose = profile == .default ? "" : " (profile \(profile.name))"
+                switch SinkState.of(record, document, now: now) {
+                case .fresh: fresh += 1
+                case .changed:
+                    problems.append(("\(path)\(whose) was changed by another program and is no longer rewritten", SinkState.advice(record, profile)))
+                case .error:
+                    problems.append(("\(path)\(whose) cannot be read", "make its directory yours and closed to others, or run: \(profile.command("sink remove \(record.path)"))"))
+                case .due: due += 1
+                }
+            }
+        }
+        guard !problems.isEmpty else {
+            // Due is no problem of its own: the next refresh (get, the broker, sink run) rewrites it.
+            let kept = [fresh > 0 ? "\(fresh) fresh" : nil, due > 0 ? "\(due) due for a rewrite at the next refresh" : nil].compactMap { $0 }
+            return .ok(name, kept.isEmpty ? "none" : kept.joined(separator: ", "))
+        }
+        return .warn(name, problems.map(\.detail).joined(separator: "; "), problems.map(\.advice).joined(separator: "; "))
     }
 
     // MARK: other refreshers

@@ -270,7 +270,8 @@ import Glibc
             h.writeCodexAuth(refreshToken: spent)
             let (status, checks) = try h.doctor()
             #expect(status == 1)
-            let advice = try #require(h.expectOnly(["codex": "fail"], checks)["codex"])
+            // Written over the codex sink of the step before: that sink is changed by another program too.
+            let advice = try #require(h.expectOnly(["codex": "fail", "sinks": "warn"], checks)["codex"])
             #expect(checks.first { $0.name == "codex" }?.detail.contains("already spent") == true, "\(checks)")
             #expect(advice.contains("mv ") && advice.contains("sink add --format codex") && !advice.contains("--take-over"), "\(advice)")
             #expect(h.followSinkAdvice(advice))
@@ -282,7 +283,7 @@ import Glibc
             h.writeCodexAuth(refreshToken: "rt-codex-own-\(UInt32.random(in: 0...UInt32.max))")
             let (status, checks) = try h.doctor()
             #expect(status == 0)
-            let advice = try #require(h.expectOnly(["codex": "warn"], checks)["codex"])
+            let advice = try #require(h.expectOnly(["codex": "warn", "sinks": "warn"], checks)["codex"])
             #expect(h.followSinkAdvice(advice))
             try h.expectAllOK("after a codex sink took the file over")
         }
@@ -318,6 +319,26 @@ import Glibc
             let fix = try #require(advice.components(separatedBy: "does not read: ").last)
             #expect(h.sh(fix).status == 0, "\(fix)")
             try h.expectAllOK("after the keyring's copy was removed")
+        }
+
+        // A sink another program rewrote: only the sinks check warns; the advice's way to stop
+        // keeping it (sink remove) turns it back to ok and leaves that program's file alone.
+        do {
+            let path = h.s.root + "/sink-token"
+            let added = h.run(["sink", "add", "--format", "token", "--path", path])
+            #expect(added.status == 0, "\(added.stderr)")
+            try h.expectAllOK("with a fresh token sink")
+            try Data("written by another program\n".utf8).write(to: URL(fileURLWithPath: path + ".new"))
+            #expect(rename(path + ".new", path) == 0)
+            let (status, checks) = try h.doctor()
+            #expect(status == 0)
+            let advice = try #require(h.expectOnly(["sinks": "warn"], checks)["sinks"])
+            let detail = checks.first { $0.name == "sinks" }?.detail ?? ""
+            #expect(detail.hasPrefix(path) && detail.contains("was changed by another program"), "\(detail)")
+            let remove = try #require(advice.range(of: "to stop keeping it, run: ").map { String(advice[$0.upperBound...]) }, "\(advice)")
+            #expect(h.sh(remove.replacingOccurrences(of: "chatgpt-credential", with: Harness.binary)).status == 0, "\(remove)")
+            try h.expectAllOK("after the sink was removed")
+            #expect((try? String(contentsOfFile: path, encoding: .utf8)) == "written by another program\n")
         }
     }
 
