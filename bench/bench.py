@@ -383,7 +383,7 @@ def starvation_bench(binary, env, work, store):
 
 STARTUP_ONLY = "--startup-only" in sys.argv
 # Candidate binaries measured beside the built one, in the same rounds: --compare LABEL=PATH.
-COMPARE = [sys.argv[i + 1].split("=", 1) for i, x in enumerate(sys.argv) if x == "--compare" and i + 1 < len(sys.argv)]
+COMPARE = [sys.argv[i + 1].rsplit("=", 1) for i, x in enumerate(sys.argv) if x == "--compare" and i + 1 < len(sys.argv)]
 STARTUP_RUNS = 10 if SMOKE else 500
 STARTUP_ROUNDS = 1 if SMOKE else 10
 FAULT_RUNS = 3 if SMOKE else 30
