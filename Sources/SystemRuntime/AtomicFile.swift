@@ -122,7 +122,8 @@ public enum AtomicFile {
         }
     }
 
-    private static func makeDirectories(_ path: String) throws {
+    /// Makes `path` and its missing parents, each new one 0700 (the file store's and a sink's).
+    static func makeDirectories(_ path: String) throws {
         var prefix = ""
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
             prefix += "/" + part

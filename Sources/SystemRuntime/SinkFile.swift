@@ -32,13 +32,7 @@ public enum SinkFile {
         if stat(dir, &st) != 0 {
             guard errno == ENOENT else { throw CredentialError.storeFailure("cannot access \(dir): \(FileSystem.errorText())") }
             guard create else { return false }
-            var prefix = ""
-            for part in dir.split(separator: "/", omittingEmptySubsequences: true) {
-                prefix += "/" + part
-                if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
-                    throw CredentialError.storeFailure("cannot create \(prefix): \(FileSystem.errorText())")
-                }
-            }
+            try AtomicFile.makeDirectories(dir)
             guard stat(dir, &st) == 0 else { throw CredentialError.storeFailure("cannot access \(dir): \(FileSystem.errorText())") }
         }
         guard st.st_mode & S_IFMT == S_IFDIR else {
