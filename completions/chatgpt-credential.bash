@@ -115,7 +115,7 @@ _chatgpt_credential()
         usage) opts+=" --json --all" ;;
         refresh) opts+=" --all --if-idle" ;;
         exec) opts+=" --" ;;
-        serve) opts+=" --socket --idle-exit --allow-uid" ;;
+        serve) opts+=" --socket --idle-exit --allow-uid --print-socket" ;;
     esac
 
     if [[ $cur == -* ]]; then
