@@ -15,7 +15,8 @@ USERUNITDIR ?= $(PREFIX)/lib/systemd/user
 UNIT_BINDIR ?= $(PREFIX)/bin
 UNITDIR     := $(DESTDIR)$(USERUNITDIR)
 UNITS       := chatgpt-credential.socket chatgpt-credential.service \
-               chatgpt-credential-refresh.timer chatgpt-credential-refresh.service
+               chatgpt-credential-refresh.timer chatgpt-credential-refresh.service \
+               chatgpt-credential-sinks.service
 # Release builds link the Swift runtime statically: ~2 ms of process start instead of ~6+.
 # libstdc++ (which the Swift runtime needs) is linked statically too: the swift driver's own
 # `-lstdc++` finds $(STATIC_LIB_DIR)/libstdc++.a first, a -L directory that holds only GCC's
@@ -33,10 +34,20 @@ UNITS       := chatgpt-credential.socket chatgpt-credential.service \
 # -D_FORTIFY_SOURCE=2 (Debian's default CPPFLAGS): the C shims' libc calls are checked (__*_chk).
 # --disable-local-rpath: no RUNPATH $ORIGIN, so the loader does not probe ~50 absent paths
 # beside the binary for each library before looking in the system directories.
+# Start-up (issue 31; bench/results.md, "Start-up changes, before and after"): linked by lld, the
+# Swift toolchain's own linker, instead of gold, because gold cannot pack relocations:
+# -z pack-relative-relocs stores the ~21,700 relative relocations of this PIE as ~500 DT_RELR
+# words instead of 520 KB of RELA entries the loader reads at every start (glibc >= 2.36 reads
+# them, and the binary then needs GLIBC_ABI_DT_RELR: still libc6 only); --no-export-dynamic
+# undoes the -export-dynamic of the Swift driver's static-stdlib link, which put ~3,200 of our
+# own symbols in the dynamic symbol table (that no library looks up) for ld.so and the runtime's
+# dladdr() to walk. --gc-sections is SwiftPM's own for release builds. The binary stays PIE: a
+# non-PIE link measured ~0.1 ms faster but puts the whole image at a fixed address (SECURITY.md).
+START_UP_LINK  := -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic
 STATIC_LIB_DIR := $(CURDIR)/.build/static-libs
 STATIC_LIBGCC  := $(if $(wildcard $(shell $(CC) -print-file-name=libgcc_eh.a 2>/dev/null)),-Xswiftc -Xclang-linker -Xswiftc -static-libgcc)
 RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath -Xlinker -L$(STATIC_LIB_DIR) \
-                 --pkg-config-path $(STATIC_LIB_DIR)/pkgconfig $(STATIC_LIBGCC) -Xcc -D_FORTIFY_SOURCE=2
+                 --pkg-config-path $(STATIC_LIB_DIR)/pkgconfig $(STATIC_LIBGCC) -Xcc -D_FORTIFY_SOURCE=2 $(START_UP_LINK)
 RELEASE_BIN  = $(shell $(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)/chatgpt-credential
 
 # Everything the build, the tests, the benchmarks and the packages need from Debian (the last line:
@@ -46,14 +57,20 @@ APT_PACKAGES := libsecret-1-dev libsodium-dev libcurl4-openssl-dev pkg-config \
                 python3-dockerpycreds golang-docker-credential-helpers \
                 mandoc man-db zsh fish hyperfine procps util-linux time openssl bash-completion strace systemd \
                 dpkg-dev binutils lintian mmdebstrap debian-archive-keyring mount keyutils \
-                bubblewrap openssh-server openssh-client jq acl
+                bubblewrap openssh-server openssh-client jq acl linux-perf python3-venv
 
-.PHONY: help setup deps apt-packages build release run test test-load test-unit bench bench-smoke demo install install-units uninstall lint-man docs fuzz fuzz-smoke clean \
+# Programs from PyPI the tests run for real (the sinks' ChatMock test), in a venv of the repository's
+# own (.venv-tools, not committed); never installed by a test.
+TOOLS_VENV   := .venv-tools
+CHATMOCK_VERSION := 1.40
+
+.PHONY: help setup deps tools apt-packages build release run test test-load test-unit bench bench-smoke demo install install-units uninstall lint-man docs fuzz fuzz-smoke clean \
         version deb dist lint-deb test-package
 
 help:
 	@echo "make setup      install the system packages (sudo apt-get), build, run the demo"
 	@echo "make deps       install the system packages only (sudo apt-get unless root)"
+	@echo "make tools      ChatMock from PyPI into .venv-tools (for the sinks' ChatMock test; part of make setup)"
 	@echo "make run ARGS=… build and run the tool, e.g. make run ARGS=--help"
 	@echo "make test       the whole test suite in a throwaway D-Bus session with gnome-keyring"
 	@echo "make test-load  the long loads (LongLoad… suites: many-round races, broker load, make install's release build), also in CI"
@@ -74,7 +91,7 @@ apt-packages:
 
 # The first of the README's two commands: everything a fresh Debian 12 with Swift needs, then the
 # demo (sign-in, get, usage, refresh, erase against the embedded test issuer, offline).
-setup: deps demo
+setup: deps tools demo
 	@echo "setup: done. The binary is $(RELEASE_BIN); 'sudo make install' puts it on PATH, 'make test' runs the tests."
 
 deps:
@@ -82,6 +99,13 @@ deps:
 	  echo "make deps: installing the Debian packages the build and tests need, with sudo apt-get:"; \
 	  echo "  $(APT_PACKAGES)"; fi; \
 	$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends $(APT_PACKAGES)
+
+# ChatMock from PyPI into $(TOOLS_VENV), for SinkChatMockTests (they are skipped, saying so, without it).
+tools: $(TOOLS_VENV)/bin/chatmock
+
+$(TOOLS_VENV)/bin/chatmock:
+	python3 -m venv $(TOOLS_VENV)
+	$(TOOLS_VENV)/bin/pip install --quiet --disable-pip-version-check chatmock==$(CHATMOCK_VERSION)
 
 # SwiftPM lets a module import any module already built unless asked: with this, a module that
 # imports one its Package.swift target does not list fails the build (ARCHITECTURE.md "Modules").

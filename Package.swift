@@ -28,8 +28,8 @@ let storesClients = ["Credentials", "TestSupport", "StoresTests", "CredentialsTe
 //   Secrets           <- CSodium                       SecretBytes; libsodium base64, SHA-256, randomness, compare
 //   Age               <- Secrets, CSodium               age v1 format and crypto (reusable on its own)
 //   CredentialCore    <- Secrets                       the model: errors + exit codes, TokenDocument, JWT, JSON, clock
-//   SystemRuntime     <- CredentialCore, CSystemShims  what talks to the OS: files, locks, deadlines, signals, processes, console
-//   Stores            <- CredentialCore, SystemRuntime, Age, CLibSecret(Loader)   Secret Service, age file, auto selector;
+//   SystemRuntime     <- CredentialCore, Secrets, CSystemShims  what talks to the OS: files, locks, deadlines, signals, processes, console
+//   Stores            <- CredentialCore, SystemRuntime, Age, Secrets, CLibSecret(Loader)   Secret Service, age file, auto selector;
 //                                                    importable only by Credentials and the tests (storesClients)
 //   Transport         <- CredentialCore, SystemRuntime, Secrets, CCurlShim         HTTP types, libcurl, retries, loopback server
 //   OAuth             <- CredentialCore, Transport, Secrets                        the issuer's wire client
@@ -41,10 +41,11 @@ let storesClients = ["Credentials", "TestSupport", "StoresTests", "CredentialsTe
 //                                                    change to a credential; builds the stores (LiveStores) and
 //                                                    re-exports their read half (the write half is
 //                                                    @_spi(CredentialOwner), seen by CredentialTransaction only)
-//   Broker            <- CredentialCore, SystemRuntime, Transport, Secrets        the broker's socket, HTTP framing, peer check, client
-//   CLI               <- all of the above but Stores   the command line, verbs, output formats (hands
-//                                                    Credentials the stores' settings; cannot import Stores)
-//   chatgpt-credential <- CLI                          argv -> Invocation -> Runner -> exit
+//   Broker            <- CredentialCore, SystemRuntime, Transport, Secrets, CSystemShims   the broker's socket, HTTP framing, peer check, client
+//   CLI               <- CredentialCore, SystemRuntime, OAuth, UsageBackend, SignIn, HelperProtocols, Credentials,
+//                        AccessCache, Broker, Secrets, CSystemShims   the command line, verbs, output formats
+//                                                    (hands Credentials the stores' settings; cannot import Stores)
+//   chatgpt-credential <- CLI, CredentialCore, SystemRuntime, Secrets, CSystemShims   argv -> Invocation -> Runner -> exit
 //   CommandLineDocs   <- CLI, HelperProtocols          the completions and the man page's generated regions (make docs)
 //   ccred-docs        <- CommandLineDocs               make docs: writes them (not installed)
 let package = Package(

@@ -32,7 +32,7 @@ _chatgpt_credential_files()
 _chatgpt_credential()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev= prefix=
-    local verbs='login get store erase status usage refresh exec serve help version'
+    local verbs='login get store erase status usage refresh exec serve help sink version'
     local globals='--profile --store --protocol --non-interactive --verbose -v --no-cache --broker --version --help -h'
     (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}
     COMPREPLY=()
@@ -83,7 +83,7 @@ _chatgpt_credential()
     # Values of options.
     local values= offer= IFS=$' \t\n'
     case $prev in
-        --broker|--min-ttl|--if-idle|--idle-exit|--allow-uid) return 0 ;; # typed, nothing to offer
+        --broker|--min-ttl|--if-idle|--idle-exit|--allow-uid|--on-change) return 0 ;; # typed, nothing to offer
         --profile) offer=1 values=$(_chatgpt_credential_profiles) ;;
         --store) offer=1 values='auto secret-service file' ;;
         --protocol) offer=1 values='plain git docker' ;;
@@ -94,6 +94,13 @@ _chatgpt_credential()
             fi ;;
         --socket)
             if [[ $verb == serve ]]; then
+                _chatgpt_credential_files "$cur" "$prefix"
+                return 0
+            fi ;;
+        --format)
+            [[ $verb == sink ]] && offer=1 values='codex chatmock token env json' ;;
+        --path)
+            if [[ $verb == sink ]]; then
                 _chatgpt_credential_files "$cur" "$prefix"
                 return 0
             fi ;;
@@ -116,6 +123,7 @@ _chatgpt_credential()
         refresh) opts+=" --all --if-idle" ;;
         exec) opts+=" --" ;;
         serve) opts+=" --socket --idle-exit --allow-uid --print-socket" ;;
+        sink) opts+=" --format --path --take-over --on-change --json add list remove run" ;;
     esac
 
     if [[ $cur == -* ]]; then

@@ -77,8 +77,10 @@ complete -c $c -n __chatgpt_credential_no_verb -a refresh -d 'refresh now (for t
 complete -c $c -n __chatgpt_credential_no_verb -a exec -d 'run CMD with CHATGPT_ACCESS_TOKEN and CHATGPT_ACCOUNT_ID set'
 complete -c $c -n __chatgpt_credential_no_verb -a serve -d 'answer token requests over a UNIX socket (the broker)'
 complete -c $c -n __chatgpt_credential_no_verb -a help -d 'show help for a verb'
+complete -c $c -n __chatgpt_credential_no_verb -a sink -d 'keep a file fresh for a program that only reads one (Codex, ChatMock)'
 complete -c $c -n __chatgpt_credential_no_verb -a version -d 'print the version'
-complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status usage refresh exec serve help version'
+complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status usage refresh exec serve help sink version'
+complete -c $c -n '__chatgpt_credential_verb_is sink' -a 'add list remove run'
 
 # Global options, before or after the verb (not after the command verb's --).
 set -l g 'not __chatgpt_credential_in_exec_command'
@@ -130,6 +132,13 @@ complete -c $c -n '__chatgpt_credential_verb_is serve' -l socket -r -F -d 'the s
 complete -c $c -n '__chatgpt_credential_verb_is serve' -l idle-exit -x -d 'exit 0 after this long without a connection (default 0 = never; 60 under socket activation)'
 complete -c $c -n '__chatgpt_credential_verb_is serve' -l allow-uid -x -d 'also answer processes of this user id, and let them connect (an ACL on the socket, else mode 0666; repeatable)'
 complete -c $c -n '__chatgpt_credential_verb_is serve' -l print-socket -d 'print the socket\'s path (the default unless --socket) and exit, serving nothing'
+
+# sink
+complete -c $c -n '__chatgpt_credential_verb_is sink' -l format -x -a 'codex chatmock token env json' -d 'add: what the file holds (codex and chatmock: their auth.json with no refresh token)'
+complete -c $c -n '__chatgpt_credential_verb_is sink' -l path -r -F -d 'add: the file (default: Codex\'s or ChatMock\'s auth.json; required for token, env, json)'
+complete -c $c -n '__chatgpt_credential_verb_is sink' -l take-over -d 'add: import the sign-in the file holds, then keep the file without its refresh token'
+complete -c $c -n '__chatgpt_credential_verb_is sink' -l on-change -x -d 'add: run CMD (split on spaces, no shell, 10 s) after each rewrite'
+complete -c $c -n '__chatgpt_credential_verb_is sink' -l json -d 'list: as JSON'
 
 # exec -- CMD [ARG…]
 complete -c $c -n '__chatgpt_credential_verb_is exec; and not __chatgpt_credential_in_exec_command' -a -- -d 'the command follows'

@@ -164,7 +164,7 @@ extension BrokerRequest {
             case "transfer-encoding":
                 return bad("the broker reads no request body (no Transfer-Encoding)", path)
             case "connection":
-                let options = value.split(separator: ",").map { $0.trimmingSpaces() }
+                let options = value.split(separator: ",").map { String($0).trimmingSpaces() }
                 if options.contains("close") { keepAlive = false } else if options.contains("keep-alive") { keepAlive = true }
             default:
                 continue
@@ -239,16 +239,5 @@ extension BrokerRequest {
         // The one percent-decoder ('+' is no space here); then printable ASCII only.
         guard let out = FormEncoding.percentDecoded(s, plusIsSpace: false), out.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
         return String(decoding: out, as: UTF8.self)
-    }
-}
-
-fileprivate extension StringProtocol {
-    /// Without leading and trailing spaces and tabs (no Foundation in this module).
-    func trimmingSpaces() -> String {
-        let u = Array(utf8)
-        var a = 0, b = u.count
-        while a < b, u[a] == 0x20 || u[a] == 0x09 { a += 1 }
-        while b > a, u[b - 1] == 0x20 || u[b - 1] == 0x09 { b -= 1 }
-        return String(decoding: u[a..<b], as: UTF8.self)
     }
 }

@@ -2,7 +2,6 @@ import CredentialCore
 import SystemRuntime
 import Transport
 import Secrets
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -81,8 +80,11 @@ package final class BrokerServer: @unchecked Sendable {
     /// Guards the state below marked "under `mutex`" (and jobs, returned, the counts, stopping);
     /// its condition wakes idle workers when a job is queued or the server stops.
     private let mutex = ConditionLock()
-    /// One `audit` or `notice` call at a time.
-    private let auditMutex = Mutex(())
+    /// One `audit` or `notice` call at a time. A pthread mutex (`ConditionLock`), not a
+    /// `Synchronization.Mutex`: every answer takes it to write its audit line, and with more
+    /// workers than cores the latter's spinning before it sleeps took ~9 % of the broker's CPU
+    /// under 50 clients (bench/results.md, issue 31); the pthread mutex sleeps at once.
+    private let auditMutex = ConditionLock()
     /// Complete heads waiting for a worker (the loop appends, workers take).
     private var jobs: [Connection] = []
     /// Connections a worker has finished with (workers append, the loop takes).
@@ -471,7 +473,7 @@ package final class BrokerServer: @unchecked Sendable {
         guard unlogged > 0, force || Clock.now() != auditSecond else { return }
         let uids = unloggedUIDs.sorted().map(String.init).joined(separator: ",")
         let line = "chatgpt-credential: broker: \(unlogged) more refused connections not logged (uid \(uids))"
-        auditMutex.withLock { _ in notice(line) }
+        auditMutex.lock(); notice(line); auditMutex.unlock()
         unlogged = 0
         unloggedUIDs = []
     }
@@ -549,7 +551,7 @@ package final class BrokerServer: @unchecked Sendable {
     private func record(_ peer: BrokerPeer, path: String?, _ answer: borrowing BrokerAnswer, time: Int64 = Clock.now()) {
         let r = BrokerAuditRecord(time: time, peer: peer, path: path, profile: answer.profile,
                                   status: answer.status, outcome: answer.outcome)
-        auditMutex.withLock { _ in audit(r) }
+        auditMutex.lock(); audit(r); auditMutex.unlock()
     }
 
     // MARK: writing

@@ -135,6 +135,10 @@ public enum ArgumentParser {
                 rest.append(arg)
                 continue
             }
+            if case .subcommands? = verbSpec?.operands, rest.count < 2 {
+                rest.append(arg)
+                continue
+            }
             throw CredentialError.usage("unexpected argument '\(Sanitize.line(arg, limit: 60))'")
         }
 

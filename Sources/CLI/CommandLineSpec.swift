@@ -70,6 +70,8 @@ public struct VerbSpec: Sendable {
         /// The whole rest of the command line, everything after its own options or after `--`:
         /// `exec -- CMD [ARG…]`.
         case command
+        /// A subcommand, one of these words, then at most one operand: `sink add|list|remove|run [PATH]`.
+        case subcommands([String])
     }
 
     init(name: String, summary: String, details: String = "", options: [OptionSpec] = [],
@@ -101,6 +103,7 @@ public struct VerbSpec: Sendable {
         case .none: break
         case .verbName: s += " [VERB]"
         case .command: s += " -- CMD [ARG…]"
+        case .subcommands(let words): s += " " + words.joined(separator: "|") + " [PATH]"
         }
         return s
     }
@@ -161,7 +164,7 @@ public enum CommandLineSpec {
     static let verbTypes: [any Verb.Type] = [
         LoginCommand.self, GetCommand.self, StoreCommand.self, EraseCommand.self, StatusCommand.self,
         UsageCommand.self, RefreshCommand.self, ExecCommand.self, ServeCommand.self, HelpCommand.self,
-        VersionCommand.self,
+        SinkCommand.self, VersionCommand.self,
     ]
 
     /// The verbs' specs, in that order.

@@ -46,10 +46,11 @@ extension Runner {
     /// token checked as `get` checks what it prints (never empty, only token-safe bytes).
     func replaceProcess(_ argv: [String], with credential: ServedCredential, profile: Profile) throws -> Outcome {
         let token = try GetFormatter.safe(credential.accessToken, "access token", profile: profile)
-        var child = services.settings.childEnvironment
-        // EDGE: exec's environment; setenv(3) and the child need the token as a C string.
-        child["CHATGPT_ACCESS_TOKEN"] = token.unsafeString()
-        child["CHATGPT_ACCOUNT_ID"] = credential.accountId
-        return .replaceProcess(argv: argv, childEnvironment: child)
+        var inherited = services.settings.childEnvironment
+        inherited["CHATGPT_ACCOUNT_ID"] = credential.accountId
+        // The token goes from its guarded buffer into the child's envp without a String.
+        let image = ProcessImage(argv: argv, inherited: inherited)
+        image.setSecret("CHATGPT_ACCESS_TOKEN", to: token)
+        return .replaceProcess(image)
     }
 }

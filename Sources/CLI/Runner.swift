@@ -121,6 +121,8 @@ public final class Runner {
                         now: services.now, cache: services.makeCache(g), refresher: { try self.services.makeRefresher(g) })
         // The back-off names the issuer it is about: a record for another address is ignored.
         owner.backoff.issuer = (try? services.settings.issuer.get().baseURL) ?? ""
+        owner.sinkNotice = { self.console.err("chatgpt-credential: " + $0) }
+        owner.childEnvironment = services.settings.childEnvironment
         return owner
     }
 

@@ -75,6 +75,9 @@ public struct Settings {
     public var browser: String?
     /// `CODEX_HOME`: where `store --from-codex` looks (else `~/.codex`).
     public var codexHome: String?
+    /// `CHATGPT_LOCAL_HOME`: where ChatMock keeps its auth.json (else `~/.chatgpt-local`), for
+    /// `sink add --format chatmock`'s default path.
+    public var chatgptLocalHome: String?
     /// `NO_COLOR` is set: `usage` draws no bars or colour.
     public var noColor = false
     /// `TERM`.
@@ -135,6 +138,7 @@ public struct Settings {
         hasDisplay = value("DISPLAY") != nil || value("WAYLAND_DISPLAY") != nil
         browser = value("BROWSER")
         codexHome = value("CODEX_HOME")
+        chatgptLocalHome = value("CHATGPT_LOCAL_HOME")
         noColor = value("NO_COLOR") != nil
         term = value("TERM")
         locale = value("LC_ALL") ?? value("LC_CTYPE") ?? value("LANG")

@@ -59,6 +59,7 @@ extension Runner {
         if let (kind, credential) = owner.cached() {
             var report = StatusReport(profile: g.profile.name, store: kind, cached: credential, now: now)
             report.describe(services.makeSelector(g).store(of: kind), g.profile)
+            report.sinks = sinkStates(owner)
             try console.out(json ? JSON.serialize(report.json()) + "\n" : report.text())
             return .exit(0)
         }
@@ -75,11 +76,17 @@ extension Runner {
         }
         var report = StatusReport(profile: g.profile.name, store: located.store.kind, document: located.document, now: now)
         report.describe(located.store, g.profile)
+        report.sinks = located.document.sinks.map { ($0.format.rawValue, $0.path, SinkState.of($0, located.document, now: now).rawValue) }
         try console.out(json ? JSON.serialize(report.json()) + "\n" : report.text())
         if let problem = report.unusable { throw problem }
         return .exit(0)
     }
 
+    /// The profile's sinks and their states, read from the store (the access cache does not keep
+    /// them); none when it cannot be read, or only with a passphrase.
+    private func sinkStates(_ owner: CredentialOwner) -> [(format: String, path: String, state: String)] {
+        ((try? owner.sinks(onlyIfCheap: true)) ?? []).map { ($0.record.format.rawValue, $0.record.path, $0.state.rawValue) }
+    }
 
     private func statusOfAll(_ g: GlobalOptions, json: Bool, now: Int64) throws -> Outcome {
         let listing = everyProfile(g)

@@ -47,6 +47,8 @@ struct StatusReport {
     var localTime: (Int64) -> String = LocalClock.dateTime
     /// `status --all` only: whether this is the profile verbs use without --profile.
     var isDefault: Bool?
+    /// The profile's sinks and their states (man page, SINKS); none: not shown.
+    var sinks: [(format: String, path: String, state: String)] = []
 
     /// What `status` reads of a credential: never a token.
     enum Shown {
@@ -175,6 +177,9 @@ struct StatusReport {
         if let problem { m.append(("error", .string(problem.message))) }
         if fromCache { m.append(("cached", .bool(true))) }
         if let isDefault { m.append(("default", .bool(isDefault))) }
+        if !sinks.isEmpty {
+            m.append(("sinks", .array(sinks.map { .object([("format", .string($0.format)), ("path", .string($0.path)), ("state", .string($0.state))]) })))
+        }
         return .object(m)
     }
 
@@ -195,6 +200,12 @@ struct StatusReport {
         if let r = shown.rejection {
             let when = unusable == nil ? "before this token expires" : "now"
             rows.append(("sign-in", "needed \(when): the issuer rejected the refresh token (\(Sanitize.line(r, limit: 60))); run: \(login)"))
+        }
+        for sink in sinks {
+            rows.append(("sink", "\(sink.format) \(Sanitize.line(sink.path, limit: 200)) (\(sink.state))"))
+        }
+        if sinks.contains(where: { $0.state == SinkState.changed.rawValue }) {
+            rows.append(("", "a sink was changed by another program and is no longer rewritten; see: \(((try? Profile(profile)) ?? .default).command("sink list"))"))
         }
         return s + LabeledLines.render(rows)
     }

@@ -1,6 +1,8 @@
+#define _GNU_SOURCE
 #include "CSystemShims.h"
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 static struct rlimit original_core;
 static int have_original_core;
@@ -54,4 +56,21 @@ int cs_lsetxattr(const char *path, const char *name, const void *value, unsigned
 
 long cs_getxattr(const char *path, const char *name, void *value, unsigned long size) {
     return (long)getxattr(path, name, value, (size_t)size);
+}
+
+int cs_execvpe(const char *file, char *const argv[], char *const envp[]) {
+    return execvpe(file, argv, envp);
+}
+
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/fs.h>
+
+int cs_rename_exchange(const char *a, const char *b) {
+    return (int)syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE);
+}
+
+int cs_rename_noreplace(const char *from, const char *to) {
+    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
 }

@@ -102,6 +102,7 @@ enum BashCompletion {
         for v in D.verbs {
             var words = v.options.map(\.long)
             if v.operands == .command { words.append("--") }
+            if case .subcommands(let subs) = v.operands { words += subs }
             if !words.isEmpty { verbArms.append("        \(v.name)) opts+=\" \(words.joined(separator: " "))\" ;;") }
         }
 
@@ -316,6 +317,10 @@ enum ZshCompletion {
                           [[ $state == verbname ]] && _describe -t verbs 'verb' verbs && ret=0 ;;
 
                 """
+            case .subcommands(let subs):
+                s += "          _arguments -s $globals \\\n"
+                for o in v.options { s += "            " + spec(o, among: v.options) + " \\\n" }
+                s += "            ':subcommand:(\(subs.joined(separator: " ")))' '::path:_files' && ret=0 ;;\n"
             default:
                 s += "          _arguments -s $globals \\\n"
                 for o in v.options { s += "            " + spec(o, among: v.options) + " \\\n" }
@@ -458,6 +463,11 @@ enum FishCompletion {
         """
         for v in D.verbs { s += "complete -c $c -n __chatgpt_credential_no_verb -a \(v.name) -d \(quoted(v.summary))\n" }
         for v in D.verbNameVerbs { s += "complete -c $c -n '__chatgpt_credential_verb_is \(v.name)' -a \(quoted(D.verbNames))\n" }
+        for v in D.verbs {
+            if case .subcommands(let subs) = v.operands {
+                s += "complete -c $c -n '__chatgpt_credential_verb_is \(v.name)' -a \(quoted(subs.joined(separator: " ")))\n"
+            }
+        }
         s += """
 
         # Global options, before or after the verb (not after the command verb's --).

@@ -97,6 +97,7 @@ public enum ManPage {
         case .none: break
         case .verbName: s.append(".Op Ar VERB")
         case .command: s += [".Fl -", ".Ar CMD", ".Op Ar ARG ..."]
+        case .subcommands(let words): s += [".Cm " + words.joined(separator: " | "), ".Op Ar PATH"]
         }
         return s
     }

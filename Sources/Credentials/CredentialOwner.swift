@@ -4,6 +4,7 @@ import CredentialCore
 // can never import the write half (`@_spi(CredentialOwner)`; ARCHITECTURE.md).
 @_exported import Stores
 import OAuth
+import Synchronization
 
 /// The issuer's refresh call (`IssuerClient` in production; scripted in tests).
 public protocol TokenRefreshing {
@@ -44,6 +45,13 @@ package final class CredentialOwner {
     package var reuseGrace: Double = 2.5
     /// Told of every change, under the lock, before it is released.
     package var observe: (CredentialChange) -> Void = { _ in }
+    /// Where what happened to a sink is said (a file changed by another program, an `--on-change`
+    /// command that failed): stderr in the CLI, the journal under `sink run`.
+    package var sinkNotice: (String) -> Void = { _ in }
+    /// The environment an `--on-change` command gets (the process's own, from the edge).
+    package var childEnvironment: [String: String] = [:]
+    /// `--on-change` commands of sinks rewritten under the lock, run once it is released.
+    let pendingOnChange = Mutex<[[String]]>([])
 
     package init(profile: Profile, selector: StoreSelector, lock: ProfileLock, now: @escaping () -> Int64 = Clock.now,
                  cache: CredentialCache? = nil, refresher: @escaping () throws -> TokenRefreshing) {
@@ -80,6 +88,12 @@ package final class CredentialOwner {
         if document.lastRefresh <= 0, document.storedAt <= 0 { document.storedAt = now() }
         return try transaction { tx in
             let store = try selector.destination(for: profile, notice: notice)
+            // The profile's sinks stay registered across a new sign-in (man page, SINKS), and are
+            // rewritten with it (as far as their files are still ours). A copy that cannot be read
+            // has none to keep.
+            if document.sinks.isEmpty, let previous = (try? selector.locate(profile)) ?? nil {
+                document.sinks = previous.document.sinks
+            }
             try tx.observe(store)
             // A sign-in replaces whatever is stored; only a program that ignores the lock can
             // change the copy between that read and this write, and it is then not overwritten.
@@ -110,6 +124,8 @@ package final class CredentialOwner {
         package var removed: [CredentialStore] = []
         /// Notices for stderr (revocation problems, a Codex import left unrevoked).
         package var notices: [String] = []
+        /// The profile's sinks and what became of their files.
+        package var sinks: [(path: String, removal: SinkRemoval)] = []
     }
 
     /// Removes the profile's credential from every store that holds it, damaged copies included,
@@ -121,6 +137,7 @@ package final class CredentialOwner {
             var erasure = Erasure()
             var revoked: [SecretToken] = [] // compared in constant time
             var blocked: (store: CredentialStore, error: CredentialError)?
+            var sinks: [SinkRecord] = []
             for store in selector.allStores {
                 // Is there a copy at all? Asked without decrypting (the file's lstat; the keyring's
                 // search), so a copy this process cannot read is still found and removed.
@@ -151,6 +168,7 @@ package final class CredentialOwner {
                 }
                 // Not revoked (man page, erase): a refresh token the issuer already rejected, or
                 // one imported from Codex, which may still use the same session.
+                for sink in document?.sinks ?? [] where !sinks.contains(where: { $0.path == sink.path }) { sinks.append(sink) }
                 if let d = document, let revoke, d.state.rejection == nil, !revoked.contains(d.refreshToken) {
                     revoked.append(d.refreshToken)
                     if d.origin == .codex {
@@ -168,6 +186,14 @@ package final class CredentialOwner {
                     }
                 } catch let e as CredentialError {
                     blocked = blocked ?? (store, e)
+                }
+            }
+            // The sinks' files go with the credential; one another program changed is left.
+            for sink in sinks {
+                let removal = (try? Self.removeFile(sink)) ?? .leftChanged
+                erasure.sinks.append((sink.path, removal))
+                if removal == .leftChanged {
+                    erasure.notices.append("notice: the sink \(sink.path) was changed by another program; it is left as it is and no longer kept")
                 }
             }
             backoff.clear()

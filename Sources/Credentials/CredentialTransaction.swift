@@ -1,8 +1,9 @@
 import CredentialCore
+import SystemRuntime
 // The one file of the package, tests aside, that sees the stores' write half (ARCHITECTURE.md).
 @_spi(CredentialOwner) import Stores
 
-/// The one way to change a stored credential (ARCHITECTURE.md, "The one owner"). Only this file
+/// The one way to change a stored credential (ARCHITECTURE.md, "Rules of thumb"). Only this file
 /// can make one, and only while holding the profile's lock exclusively (`transaction`,
 /// `refreshTransaction` below); it cannot be copied or kept past the lock. It remembers the
 /// version of each store's copy it has read, and every write, reservation and delete first checks
@@ -12,13 +13,17 @@ import CredentialCore
 package struct CredentialTransaction: ~Copyable {
     let profile: Profile
     private let mirror: (CredentialChange) -> Void
+    /// Told of every sink rewrite this transaction made or refused (`SinkKeeping.rewrite`).
+    private let sinkEvent: (SinkRecord, SinkKeeping.Outcome) -> Void
     /// The version of each store's copy as last read here (an inner nil: no copy). A store
     /// without an entry has not been read since the transaction began or last wrote to it.
     private var seen: [ObjectIdentifier: [UInt8]?] = [:]
 
-    fileprivate init(profile: Profile, mirror: @escaping (CredentialChange) -> Void) {
+    fileprivate init(profile: Profile, mirror: @escaping (CredentialChange) -> Void,
+                     sinkEvent: @escaping (SinkRecord, SinkKeeping.Outcome) -> Void) {
         self.profile = profile
         self.mirror = mirror
+        self.sinkEvent = sinkEvent
     }
 
     /// Reads the version of `store`'s copy (nil: none): what the next write or delete there is
@@ -70,14 +75,19 @@ package struct CredentialTransaction: ~Copyable {
 
     /// Writes `document` to `store` (through `prepared` when given) unless its copy changed
     /// since it was read. True when written; the copy must then be read again before another change.
+    /// The profile's sinks whose file no longer shows what `document` serves are rewritten right
+    /// after the save, before the lock is released (man page, SINKS: fresh by construction); the
+    /// document saved records what they are rewritten with.
     mutating func write(_ document: TokenDocument, to store: CredentialStore, through reservation: Reservation? = nil) throws -> Bool {
         let writable = try Self.writable(store)
         guard try unchanged(store) else { return false }
+        let (document, rewrites) = SinkKeeping.plan(document)
         // A write that fails leaves the version read as the check for the next change (the
         // fallback's removal of the spent copy): if the failure changed anything, that is refused.
         if let reservation { try writable.save(document, through: reservation.prepared) } else { try writable.save(document, for: profile) }
         seen[ObjectIdentifier(store)] = nil // read again before another change here
         mirror(.stored(document, in: store))
+        SinkKeeping.rewrite(rewrites, report: sinkEvent)
         return true
     }
 
@@ -108,16 +118,18 @@ extension CredentialOwner {
     /// Runs `body` holding the profile's lock exclusively, with the transaction through which
     /// alone it can change what is stored.
     func transaction<T>(_ body: (inout CredentialTransaction) throws -> T) throws -> T {
-        try lock.exclusive {
-            var transaction = CredentialTransaction(profile: profile, mirror: record)
+        defer { runOnChangeCommands() } // after the lock is released
+        return try lock.exclusive {
+            var transaction = CredentialTransaction(profile: profile, mirror: record, sinkEvent: sinkRewritten)
             return try body(&transaction)
         }
     }
 
     /// `ProfileLock.exclusiveUnlessAnswered`, with a transaction for the owner's side.
     func refreshTransaction<T>(waiter: () throws -> T?, owner: (inout CredentialTransaction) throws -> T) throws -> T {
-        try lock.exclusiveUnlessAnswered(waiter: waiter, owner: {
-            var transaction = CredentialTransaction(profile: profile, mirror: record)
+        defer { runOnChangeCommands() } // after the lock is released
+        return try lock.exclusiveUnlessAnswered(waiter: waiter, owner: {
+            var transaction = CredentialTransaction(profile: profile, mirror: record, sinkEvent: sinkRewritten)
             return try owner(&transaction)
         })
     }

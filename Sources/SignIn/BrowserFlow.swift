@@ -110,7 +110,7 @@ public struct BrowserFlow {
         typealias R = LoopbackListener.Response
         switch request.path {
         case OAuthConstants.browserCallbackPath:
-            guard let pairs = request.queryPairs else {
+            guard let pairs = request.queryPairs(secretNames: CallbackParameters.secretNames) else {
                 return (R(status: 400, html: LoopbackListener.page("Bad request", "The address could not be read.")), .keepServing)
             }
             let callback = CallbackParameters(pairs)
@@ -182,24 +182,35 @@ public struct BrowserFlow {
 /// The query of a redirect back from `/oauth/authorize` (browser callback or pasted address).
 struct CallbackParameters {
     var state: String?
-    var code: String?
+    /// The authorization code, in guarded memory from the first byte read: the listener reads
+    /// the request and the paste-back its line into `SecretBytes`, and the query decoder puts
+    /// `code`'s value straight into a token (`FormEncoding.decode(query:secretNames:)`).
+    var code: SecretToken?
     var error: String?
     var errorDescription: String?
 
-    init(_ pairs: [(String, String)]) {
-        func value(_ k: String) -> String? { pairs.first { $0.0 == k }?.1 }
-        state = value("state")
-        code = value("code").flatMap { Sanitize.isTokenSafe($0) && $0.utf8.count <= 2048 ? $0 : nil }
-        error = value("error").flatMap { $0.isEmpty ? nil : $0 }
-        errorDescription = value("error_description")
+    /// The query's names whose values are secrets.
+    static let secretNames: Set<String> = ["code"]
+
+    init(_ pairs: [(String, FormEncoding.Value)]) {
+        func text(_ k: String) -> String? {
+            for (name, value) in pairs where name == k {
+                if case .text(let t) = value { return t }
+                return nil
+            }
+            return nil
+        }
+        state = text("state")
+        for (name, value) in pairs where name == "code" {
+            if case .secret(let t) = value, Sanitize.isTokenSafe(t), t.count <= 2048 { code = t }
+            break
+        }
+        error = text("error").flatMap { $0.isEmpty ? nil : $0 }
+        errorDescription = text("error_description")
     }
 
-    /// EDGE: the code as a token for the exchange. The listener and the paste-back parser read
-    /// the callback address as text, so the code has already been a String (not wiped) by now.
-    var codeToken: SecretToken? {
-        guard var text = code else { return nil }
-        return text.withUTF8 { SecretToken(copying: UnsafeRawBufferPointer($0)) }
-    }
+    /// The code for the exchange.
+    var codeToken: SecretToken? { code }
 
     /// The issuer's refusal (`error=`), as the one line the person sees.
     var refusal: CredentialError? {

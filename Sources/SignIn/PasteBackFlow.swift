@@ -77,8 +77,8 @@ public struct PasteBackFlow {
             let ended = try tty >= 0 ? readLine(fd: tty, into: &line) : readLineFromStdin(into: &line)
             let callback: CallbackParameters
             do {
-                // EDGE: the pasted address carries the authorization code; the callback parser reads text.
-                callback = try Self.parse(line.unsafeString())
+                // The pasted address carries the authorization code: parsed from guarded memory.
+                callback = try Self.parse(line)
                 guard callback.state == pkce.state else { throw BadPaste.otherSignIn }
             } catch let bad as BadPaste {
                 // The input ended after a bad paste: that paste's reason is the one to report.
@@ -136,22 +136,32 @@ public struct PasteBackFlow {
 
     /// The callback parameters of a pasted address (or of its bare query string); `BadPaste` when
     /// the text cannot be one.
-    static func parse(_ text: String) throws(BadPaste) -> CallbackParameters {
-        let t = text.trimmingSpaces()
-        guard !t.isEmpty else { throw .nothingPasted }
-        var query: Substring
-        if let q = t.firstIndex(of: "?") {
-            query = t[t.index(after: q)...]
-        } else if t.hasPrefix("code=") || t.hasPrefix("state=") || t.hasPrefix("error=") {
-            query = Substring(t)
-        } else {
-            throw .notTheAddress
+    static func parse(_ line: borrowing SecretBytes) throws(BadPaste) -> CallbackParameters {
+        let parsed: Result<CallbackParameters, BadPaste> = line.withUnsafeBytes { all in
+            func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D }
+            var a = 0, b = all.count
+            while a < b, isSpace(all[a]) { a += 1 }
+            while b > a, isSpace(all[b - 1]) { b -= 1 }
+            let t = all[a..<b]
+            guard !t.isEmpty else { return .failure(.nothingPasted) }
+            func starts(_ prefix: String) -> Bool { t.starts(with: prefix.utf8) }
+            var query: Slice<UnsafeRawBufferPointer>
+            if let q = t.firstIndex(of: UInt8(ascii: "?")) {
+                query = t[(q + 1)...]
+            } else if starts("code=") || starts("state=") || starts("error=") {
+                query = t
+            } else {
+                return .failure(.notTheAddress)
+            }
+            if let hash = query.firstIndex(of: UInt8(ascii: "#")) { query = query[..<hash] }
+            guard query.allSatisfy({ $0 > 0x20 && $0 < 0x7F }),
+                  let pairs = FormEncoding.decode(query: UnsafeRawBufferPointer(rebasing: query), secretNames: CallbackParameters.secretNames)
+            else { return .failure(.notTheAddress) }
+            let callback = CallbackParameters(pairs)
+            guard callback.state != nil, callback.code != nil || callback.error != nil else { return .failure(.notTheAddress) }
+            return .success(callback)
         }
-        if let hash = query.firstIndex(of: "#") { query = query[..<hash] }
-        guard query.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }), let pairs = FormEncoding.decode(String(query)) else { throw .notTheAddress }
-        let callback = CallbackParameters(pairs)
-        guard callback.state != nil, callback.code != nil || callback.error != nil else { throw .notTheAddress }
-        return callback
+        return try parsed.get()
     }
 
     private func tooLong() -> CredentialError {

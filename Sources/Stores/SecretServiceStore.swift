@@ -19,8 +19,9 @@ import Glibc
 /// (`keyringLocked`; searches never pass SECRET_SEARCH_UNLOCK; `read` takes SearchItems' own
 /// split into unlocked and locked matches and the other operations ask every found item
 /// `secret_item_get_locked()`, so a locked item is never mistaken for a missing one and nothing is
-/// deleted or replaced while locked), and no usable service (`storeUnavailable`: no session bus,
-/// nobody owning org.freedesktop.secrets, or no answer before the deadline).
+/// deleted or replaced while locked), no usable service (`storeUnavailable`: no session bus, nobody
+/// owning org.freedesktop.secrets), and a service that did not answer before the deadline
+/// (`storeNotAnswering`).
 ///
 /// The bus is the one `SessionBus.find` found (the variable, `$XDG_RUNTIME_DIR/bus`,
 /// `/run/user/UID/bus`), reached through the process's one `SecretServiceConnection`, never the

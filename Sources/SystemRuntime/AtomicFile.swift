@@ -186,7 +186,7 @@ public enum AtomicFile {
 
     /// Writes `bytes` to a new 0600 temp file beside `path` and fsyncs it. Returns the temp path;
     /// the caller renames or links it and must unlink it on failure.
-    private static func writeTemp(_ bytes: UnsafeRawBufferPointer, beside path: String) throws -> String {
+    static func writeTemp(_ bytes: UnsafeRawBufferPointer, beside path: String) throws -> String {
         let (fd, tmp) = try openTemp(beside: path)
         defer { close(fd) }
         do { try writeAll(fd, bytes, for: path) } catch { unlink(tmp); throw error }

@@ -45,5 +45,14 @@ extension Console {
 /// How a run ends: an exit status, or (for `exec`) replacing this process with another.
 public enum Outcome: Equatable, Sendable {
     case exit(Int32)
-    case replaceProcess(argv: [String], childEnvironment: [String: String])
+    /// The image is compared by identity: its secret variables are never compared or copied.
+    case replaceProcess(ProcessImage)
+
+    public static func == (a: Outcome, b: Outcome) -> Bool {
+        switch (a, b) {
+        case let (.exit(x), .exit(y)): return x == y
+        case let (.replaceProcess(x), .replaceProcess(y)): return x === y
+        default: return false
+        }
+    }
 }

@@ -56,9 +56,9 @@ public enum FormEncoding {
 
     /// The project's one percent-decoder (RFC 3986 section 2.1): each `%XX` (either case) becomes
     /// its byte; with `plusIsSpace` ('application/x-www-form-urlencoded', queries and form bodies)
-    /// '+' is a space, else it stays '+'. Nil on a malformed escape ('%' not followed by two hex
-    /// digits). The bytes are the caller's to check (UTF-8, printable).
-    public static func percentDecoded<S: StringProtocol>(_ s: S, plusIsSpace: Bool) -> [UInt8]? {
+    /// '+' is a space, else it stays '+'. Each byte goes to `emit`; false on a malformed escape
+    /// ('%' not followed by two hex digits). The bytes are the caller's to check (UTF-8, printable).
+    static func percentDecode<C: Collection>(_ s: C, plusIsSpace: Bool, _ emit: (UInt8) -> Void) -> Bool where C.Element == UInt8 {
         func hexValue(_ c: UInt8) -> UInt8? {
             switch c {
             case 0x30...0x39: return c - 0x30
@@ -67,29 +67,61 @@ public enum FormEncoding {
             default: return nil
             }
         }
-        var out: [UInt8] = []
-        var it = Array(s.utf8)[...]
-        while let b = it.popFirst() {
-            if plusIsSpace && b == UInt8(ascii: "+") { out.append(0x20); continue }
-            guard b == UInt8(ascii: "%") else { out.append(b); continue }
-            guard let h = it.popFirst().flatMap(hexValue), let l = it.popFirst().flatMap(hexValue) else { return nil }
-            out.append(h << 4 | l)
+        var it = s.makeIterator()
+        while let b = it.next() {
+            if plusIsSpace && b == UInt8(ascii: "+") { emit(0x20); continue }
+            guard b == UInt8(ascii: "%") else { emit(b); continue }
+            guard let h = it.next().flatMap(hexValue), let l = it.next().flatMap(hexValue) else { return false }
+            emit(h << 4 | l)
         }
-        return out
+        return true
+    }
+
+    /// `percentDecode` into an array.
+    public static func percentDecoded<S: StringProtocol>(_ s: S, plusIsSpace: Bool) -> [UInt8]? {
+        var out: [UInt8] = []
+        return percentDecode(s.utf8, plusIsSpace: plusIsSpace) { out.append($0) } ? out : nil
+    }
+
+    /// Decodes a query held in guarded memory (a sign-in's callback: `code=…&state=…`) into
+    /// pairs; the values of `secretNames` are decoded straight into guarded memory (`.secret`),
+    /// never through a String or an array, the others are `.text`. Nil on a bad escape or a name
+    /// or value that is not UTF-8.
+    public static func decode(query: UnsafeRawBufferPointer, secretNames: Set<String>) -> [(String, Value)]? {
+        var pairs: [(String, Value)] = []
+        for item in query.split(separator: UInt8(ascii: "&")) where !item.isEmpty {
+            let eq = item.firstIndex(of: UInt8(ascii: "=")) ?? item.endIndex
+            var nameBytes: [UInt8] = []
+            guard percentDecode(item[..<eq], plusIsSpace: true, { nameBytes.append($0) }),
+                  let name = String(validating: nameBytes, as: UTF8.self) else { return nil }
+            let raw = eq < item.endIndex ? item[(eq + 1)...] : item[eq..<eq]
+            if secretNames.contains(name) {
+                var size = 0
+                guard percentDecode(raw, plusIsSpace: true, { _ in size += 1 }) else { return nil }
+                var value = SecretBytes(capacity: size)
+                _ = percentDecode(raw, plusIsSpace: true) { value.append($0) }
+                guard value.withUnsafeBytes({ UTF8Scalars.isValid($0) }) else { return nil }
+                pairs.append((name, .secret(SecretToken(value))))
+            } else {
+                var bytes: [UInt8] = []
+                guard percentDecode(raw, plusIsSpace: true, { bytes.append($0) }),
+                      let text = String(validating: bytes, as: UTF8.self) else { return nil }
+                pairs.append((name, .text(text)))
+            }
+        }
+        return pairs
     }
 
     /// Decodes a query or form body into pairs ('+' is a space). Nil on a bad escape or a name or
-    /// value that is not UTF-8.
+    /// value that is not UTF-8. Split on bytes, as `decode(query:secretNames:)` (which it is): a
+    /// '=' or '&' followed by a combining mark is still a separator, though not a Character.
     public static func decode(_ s: String) -> [(String, String)]? {
-        func unescape(_ part: Substring) -> String? {
-            percentDecoded(part, plusIsSpace: true).flatMap { String(validating: $0, as: UTF8.self) }
+        let pairs = Array(s.utf8).withUnsafeBytes { decode(query: $0, secretNames: []) }
+        return pairs?.map { pair in
+            switch pair.1 {
+            case .text(let t): return (pair.0, t)
+            case .secret: preconditionFailure("no name was asked to be secret")
+            }
         }
-        var pairs: [(String, String)] = []
-        for item in s.split(separator: "&") where !item.isEmpty {
-            let kv = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let k = unescape(kv[0]), let v = unescape(kv.count > 1 ? kv[1] : "") else { return nil }
-            pairs.append((k, v))
-        }
-        return pairs
     }
 }

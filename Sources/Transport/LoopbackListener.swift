@@ -18,8 +18,9 @@ public final class LoopbackListener {
         public var method: String
         /// The path without the query, e.g. `/auth/callback`.
         public var path: String
-        /// Raw query string (after `?`, before any `#`); empty when absent.
-        public var query: String
+        /// The raw query (after `?`, before any `#`; empty when absent), in guarded memory: a
+        /// sign-in's callback carries the authorization code there.
+        public var query: SecretToken
         /// Header names lower-cased, in order.
         public var headers: [(String, String)]
 
@@ -28,10 +29,19 @@ public final class LoopbackListener {
             return headers.first { $0.0 == n }?.1
         }
 
-        /// Decoded query pairs; nil when the query has a bad escape.
-        public var queryPairs: [(String, String)]? { FormEncoding.decode(query) }
+        /// Decoded query pairs, the values named in `secretNames` in guarded memory; nil when
+        /// the query has a bad escape.
+        public func queryPairs(secretNames: Set<String>) -> [(String, FormEncoding.Value)]? {
+            query.withUnsafeBytes { FormEncoding.decode(query: $0, secretNames: secretNames) }
+        }
 
-        public func queryValue(_ key: String) -> String? { queryPairs?.first { $0.0 == key }?.1 }
+        /// A query value that is no secret.
+        public func queryValue(_ key: String) -> String? {
+            for (name, value) in queryPairs(secretNames: []) ?? [] where name == key {
+                if case .text(let text) = value { return text }
+            }
+            return nil
+        }
     }
 
     public struct Response: Sendable {
@@ -113,8 +123,10 @@ public final class LoopbackListener {
     private final class Connection {
         let fd: Int32
         let deadline: Int64
-        var buffer: [UInt8] = []
+        /// What arrived, read straight into guarded memory (the callback's code is in it).
+        var buffer = SecretBytes()
         init(fd: Int32, deadline: Int64) { self.fd = fd; self.deadline = deadline }
+        func headEnd() -> Int? { buffer.withUnsafeBytes { HTTPHead.end($0) } }
     }
 
     /// Serves until the handler says `.stop`, `deadline` (monotonic milliseconds) passes, or
@@ -156,7 +168,7 @@ public final class LoopbackListener {
                     finished.append(c.fd)
                 case .complete(let headEnd):
                     finished.append(c.fd)
-                    guard let request = parse(Array(c.buffer[..<headEnd])) else {
+                    guard let request = c.buffer.withUnsafeBytes({ parse(UnsafeRawBufferPointer(rebasing: $0[..<headEnd])) }) else {
                         respond(c.fd, Response(status: 400, html: Self.page("Bad request", "The request could not be read.")))
                         continue
                     }
@@ -198,50 +210,57 @@ public final class LoopbackListener {
     private enum ReadState { case needMore, closed, tooLarge, complete(Int) }
 
     private func readAvailable(_ c: Connection) -> ReadState {
-        var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
-            let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
+            var n = 0, code: Int32 = 0
+            c.buffer.append(upTo: 4096) { room in
+                n = recv(c.fd, room.baseAddress, room.count, 0)
+                if n < 0 { code = errno }
+                return max(n, 0)
+            }
             if n < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { break }
+                if code == EINTR { continue }
+                if code == EAGAIN || code == EWOULDBLOCK { break }
                 return .closed
             }
-            if n == 0 { return c.buffer.isEmpty ? .closed : (HTTPHead.end(c.buffer).map { .complete($0) } ?? .closed) }
-            c.buffer += chunk[0..<n]
-            if let end = HTTPHead.end(c.buffer), end <= maxHeaderBytes { return .complete(end) }
+            if n == 0 { return c.buffer.isEmpty ? .closed : (c.headEnd().map { .complete($0) } ?? .closed) }
+            if let end = c.headEnd(), end <= maxHeaderBytes { return .complete(end) }
             if c.buffer.count > maxHeaderBytes { return .tooLarge }
         }
-        if let end = HTTPHead.end(c.buffer), end <= maxHeaderBytes { return .complete(end) }
+        if let end = c.headEnd(), end <= maxHeaderBytes { return .complete(end) }
         return c.buffer.count > maxHeaderBytes ? .tooLarge : .needMore
     }
 
-    func parse(_ head: [UInt8]) -> Request? {
-        // Split on bytes: in Swift "\r\n" is one Character, so String.split would not see it.
-        var lines: [Substring] = []
+    /// The request head, split on bytes (in Swift "\r\n" is one Character, so String.split
+    /// would not see it). The query never becomes a String: it is copied from the head's guarded
+    /// bytes into a `SecretToken`.
+    func parse(_ head: UnsafeRawBufferPointer) -> Request? {
+        var lines: [UnsafeRawBufferPointer] = []
         for raw in head.split(separator: 0x0A, omittingEmptySubsequences: false) {
-            var bytes = Array(raw)
-            if bytes.last == 0x0D { bytes.removeLast() }
-            guard let line = String(validating: bytes, as: UTF8.self) else { return nil }
-            lines.append(Substring(line))
+            var line = UnsafeRawBufferPointer(rebasing: raw)
+            if line.last == 0x0D { line = UnsafeRawBufferPointer(rebasing: line.dropLast()) }
+            lines.append(line)
         }
         while lines.last?.isEmpty == true { lines.removeLast() }
         guard let first = lines.first else { return nil }
-        let parts = first.split(separator: " ", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[2].hasPrefix("HTTP/1."), parts[0].allSatisfy({ $0.isUppercase }), !parts[0].isEmpty else { return nil }
+        let parts = first.split(separator: 0x20, omittingEmptySubsequences: false)
+        guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy({ $0 >= 0x41 && $0 <= 0x5A }),
+              let version = String(validating: parts[2], as: UTF8.self), version.hasPrefix("HTTP/1.") else { return nil }
         let target = parts[1]
-        guard target.hasPrefix("/"), target.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
-        let noFragment = target.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)[0]
-        let pq = noFragment.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        guard target.first == UInt8(ascii: "/"), target.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
+        let noFragment = target.prefix { $0 != UInt8(ascii: "#") }
+        let question = noFragment.firstIndex(of: UInt8(ascii: "?"))
+        let path = String(decoding: noFragment[..<(question ?? noFragment.endIndex)], as: UTF8.self)
+        let query = question.map { SecretToken(copying: UnsafeRawBufferPointer(rebasing: noFragment[($0 + 1)...])) } ?? SecretToken()
         var headers: [(String, String)] = []
-        for line in lines.dropFirst() {
+        for raw in lines.dropFirst() {
+            guard let line = String(validating: raw, as: UTF8.self) else { return nil }
             guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else { return nil }
             let name = line[..<colon]
             guard !name.contains(" "), !name.contains("\t") else { return nil }
             let value = String(line[line.index(after: colon)...]).trimmingSpaces()
             headers.append((name.lowercased(), value))
         }
-        return Request(method: String(parts[0]), path: String(pq[0]), query: pq.count > 1 ? String(pq[1]) : "",
-                       headers: headers)
+        return Request(method: String(decoding: parts[0], as: UTF8.self), path: path, query: query, headers: headers)
     }
 
     /// `localhost:PORT` or `127.0.0.1:PORT` (case-insensitive), exactly one Host header's worth.

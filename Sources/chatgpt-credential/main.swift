@@ -28,7 +28,6 @@ final class StandardConsole: Console {
         }
     }
     func err(_ line: String) { _ = writeAll(2, Array((line + "\n").utf8)) }
-    func errInPlace(_ text: String) { _ = writeAll(2, Array(text.utf8)) }
 
     func readInput(limit: Int) throws -> SecretBytes {
         var data = SecretBytes(capacity: 16384)
@@ -79,69 +78,81 @@ final class StandardConsole: Console {
     }
 }
 
-// A standard descriptor closed by the caller (`>&-`) must not be handed out again by the next
-// open(): a lock file or the D-Bus socket would receive the answer. Each is held by /dev/null,
-// and a closed stdout is remembered so that the answer fails (exit 1) instead of vanishing.
-var stdoutClosed = false
-for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
-    _ = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) // the lowest free descriptor: this one
-    if fd == 1 { stdoutClosed = true }
+// The process, as one nonisolated function rather than top-level code: in the Swift 6 language
+// mode top-level code and its globals belong to the main actor, and the closures formed there
+// carry run-time checks of the executor (swift_task_isCurrentExecutor), which alone link the
+// Swift concurrency runtime and libdispatch, whose static initialisers run at every start
+// (sysconf, sched_getaffinity; ARCHITECTURE.md, "Rules of thumb", start-up). Nothing here is asynchronous.
+func runProcess() -> Never {
+    // A standard descriptor closed by the caller (`>&-`) must not be handed out again by the next
+    // open(): a lock file or the D-Bus socket would receive the answer. Each is held by /dev/null,
+    // and a closed stdout is remembered so that the answer fails (exit 1) instead of vanishing.
+    var stdoutClosed = false
+    for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
+        _ = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) // the lowest free descriptor: this one
+        if fd == 1 { stdoutClosed = true }
+    }
+
+    // Secrets must never land in a core file: no dumps, not ptrace-attachable by other users.
+    _ = cs_harden_process()
+    // A closed pipe (`get | head -c0`) must be an error return, not a silent kill mid-write.
+    let inheritedSIGPIPE = signal(SIGPIPE, SIG_IGN)
+    // What `exec`'s program gets back: the signal mask this process started with.
+    var inheritedMask = sigset_t()
+    pthread_sigmask(SIG_SETMASK, nil, &inheritedMask)
+
+    var envp = environ
+    var count = 0
+    while envp[count] != nil { count += 1 }
+    // Sized once: growing the dictionary rehashes every entry again at each doubling.
+    var environment = [String: String](minimumCapacity: count)
+    while let entry = envp.pointee {
+        let s = String(cString: entry)
+        if let eq = s.firstIndex(of: "=") { environment[String(s[..<eq])] = String(s[s.index(after: eq)...]) }
+        envp += 1
+    }
+
+    // argv as the kernel handed it to this process (see CSystemShims): CommandLine.arguments would
+    // read /proc/self/cmdline, which is not there in a root without /proc.
+    var arguments: [String] = []
+    if cs_argc() >= 0 {
+        for i in 0..<cs_argc() { arguments.append(cs_argv(Int32(i)).map { String(cString: $0) } ?? "") }
+    } else {
+        arguments = CommandLine.arguments
+    }
+
+    let console = StandardConsole(stdoutClosed: stdoutClosed)
+    // The environment is read here, once, into typed settings (CLI/Settings.swift); bad values of the
+    // command line's defaults are usage errors before argv is looked at.
+    let settings: Settings
+    let invocation: Invocation
+    do {
+        settings = try Settings(environment: environment)
+        invocation = try ArgumentParser.parse(arguments, settings: settings)
+    } catch let e as CredentialError {
+        console.err("chatgpt-credential: " + e.message)
+        exit(e.exitCode)
+    } catch {
+        // Only CredentialError is thrown here; anything else stops the process as an error
+        // escaping top-level code did before this became a function.
+        fatalError("Error raised at top level: \(String(reflecting: error))")
+    }
+
+    let runner = Runner(console: console, services: .live(settings: settings, console: console))
+    switch runner.run(invocation) {
+    case .exit(let code):
+        exit(code)
+    case .replaceProcess(let image):
+        // exec: the child gets the tokens in its environment (built in guarded memory), never in argv.
+        cs_restore_core_limit() // the child is the user's program: its core-dump limit is its own
+        // …and so are its signals: SIGPIPE as the caller left it, the mask it started with. (No
+        // spend-to-save window is open here: the owner closed it before `get`'s answer was made.)
+        signal(SIGPIPE, inheritedSIGPIPE)
+        pthread_sigmask(SIG_SETMASK, &inheritedMask, nil)
+        let e = image.execute()
+        console.err("chatgpt-credential: cannot run \(image.argv[0]): \(String(cString: strerror(e)))")
+        exit(e == ENOENT ? 127 : 126)
+    }
 }
 
-// Secrets must never land in a core file: no dumps, not ptrace-attachable by other users.
-_ = cs_harden_process()
-// A closed pipe (`get | head -c0`) must be an error return, not a silent kill mid-write.
-let inheritedSIGPIPE = signal(SIGPIPE, SIG_IGN)
-// What `exec`'s program gets back: the signal mask this process started with.
-var inheritedMask = sigset_t()
-pthread_sigmask(SIG_SETMASK, nil, &inheritedMask)
-
-var environment: [String: String] = [:]
-var envp = environ
-while let entry = envp.pointee {
-    let s = String(cString: entry)
-    if let eq = s.firstIndex(of: "=") { environment[String(s[..<eq])] = String(s[s.index(after: eq)...]) }
-    envp += 1
-}
-
-// argv as the kernel handed it to this process (see CSystemShims): CommandLine.arguments would
-// read /proc/self/cmdline, which is not there in a root without /proc.
-var arguments: [String] = []
-if cs_argc() >= 0 {
-    for i in 0..<cs_argc() { arguments.append(cs_argv(Int32(i)).map { String(cString: $0) } ?? "") }
-} else {
-    arguments = CommandLine.arguments
-}
-
-let console = StandardConsole(stdoutClosed: stdoutClosed)
-// The environment is read here, once, into typed settings (CLI/Settings.swift); bad values of the
-// command line's defaults are usage errors before argv is looked at.
-let settings: Settings
-let invocation: Invocation
-do {
-    settings = try Settings(environment: environment)
-    invocation = try ArgumentParser.parse(arguments, settings: settings)
-} catch let e as CredentialError {
-    console.err("chatgpt-credential: " + e.message)
-    exit(e.exitCode)
-}
-
-let runner = Runner(console: console, services: .live(settings: settings, console: console))
-switch runner.run(invocation) {
-case .exit(let code):
-    exit(code)
-case .replaceProcess(let argv, let env):
-    // exec: the child gets the tokens in its environment, never in argv.
-    for (k, v) in env { setenv(k, v, 1) }
-    cs_restore_core_limit() // the child is the user's program: its core-dump limit is its own
-    // …and so are its signals: SIGPIPE as the caller left it, the mask it started with. (No
-    // spend-to-save window is open here: the owner closed it before `get`'s answer was made.)
-    signal(SIGPIPE, inheritedSIGPIPE)
-    pthread_sigmask(SIG_SETMASK, &inheritedMask, nil)
-    var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) }
-    cargs.append(nil)
-    execvp(argv[0], &cargs)
-    let e = errno
-    console.err("chatgpt-credential: cannot run \(argv[0]): \(String(cString: strerror(e)))")
-    exit(e == ENOENT ? 127 : 126)
-}
+runProcess()

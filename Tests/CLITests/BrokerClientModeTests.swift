@@ -42,7 +42,7 @@ import Secrets
     /// credential are refused with exit 2 and named as typed, before the broker is asked.
     @Test func theRefusedVerbsAreThoseThatChangeOrServeACredentialNamedAsTyped() throws {
         let refused = CommandLineSpec.verbTypes.filter { $0.refusedInClientMode }.map { $0.spec.name }
-        #expect(refused == ["login", "store", "erase", "refresh", "serve"])
+        #expect(refused == ["login", "store", "erase", "refresh", "serve", "sink"])
         #expect(CommandLineSpec.verbTypes.filter { $0.worksThroughTheBroker }.map { $0.spec.name } == ["get", "status", "usage", "exec"])
         let address = "unix:/nonexistent/broker.sock"
         for name in refused {

@@ -156,6 +156,20 @@ import Testing
         }
     }
 
+    /// ARCHITECTURE.md is the map of the code (modules, the paths of a `get` and a refresh, the
+    /// rules, where to add what); behaviour is described once, in the man pages. It held a second,
+    /// drifting account of every verb (1,150 lines) before.
+    @Test func architectureIsAMapNotASecondManual() throws {
+        let text = try Self.read("ARCHITECTURE.md")
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).count
+        #expect(lines <= 350, "ARCHITECTURE.md has \(lines) lines")
+        for heading in ["## Modules", "## `get`, as data flowing through", "## Rules of thumb", "## How to find your way"] {
+            #expect(text.contains(heading), "ARCHITECTURE.md lacks \(heading)")
+        }
+        #expect(!text.contains("### Verbs") && !text.contains("### Exit status"),
+                "ARCHITECTURE.md describes verbs or exit statuses, which the man page describes")
+    }
+
     @Test func manPageRendersItsTopics() throws {
         guard let mandoc = Self.which("mandoc") else { return } // CI installs mandoc
         let r = Self.run(mandoc, ["-T", "ascii", Self.manPage])

@@ -32,6 +32,7 @@ import Testing
         ("exec", "exec -- CMD [ARG…]"),
         ("serve", "serve [--socket PATH] [--idle-exit SECONDS] [--allow-uid UID]… [--print-socket]"),
         ("help", "help [VERB]"),
+        ("sink", "sink [--format codex|chatmock|token|env|json] [--path PATH] [--take-over] [--on-change CMD] [--json] add|list|remove|run [PATH]"),
         ("version", "version"),
     ])
     func synopsisComesFromTheOptions(_ verb: String, _ synopsis: String) throws {

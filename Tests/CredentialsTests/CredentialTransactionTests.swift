@@ -5,7 +5,7 @@ import CredentialCore
 import TestSupport
 
 /// Every write and delete of the owner checks the copy's version, the fallbacks included, and an
-/// error asking the version is an error (ARCHITECTURE.md, "The one owner").
+/// error asking the version is an error (ARCHITECTURE.md, "Rules of thumb").
 @Suite struct CredentialTransactionTests {
     /// The rotation could not be saved to the file, so it went to the Secret Service; meanwhile a
     /// program that ignores the lock replaced the file's copy. That copy is not the spent one: it

@@ -24,6 +24,7 @@ import Glibc
         ("/usr/lib/systemd/user/chatgpt-credential.service", 0o644),
         ("/usr/lib/systemd/user/chatgpt-credential-refresh.timer", 0o644),
         ("/usr/lib/systemd/user/chatgpt-credential-refresh.service", 0o644),
+        ("/usr/lib/systemd/user/chatgpt-credential-sinks.service", 0o644),
     ]
     static let links = ["/usr/bin/git-credential-chatgpt", "/usr/bin/docker-credential-chatgpt"]
 

@@ -24,7 +24,7 @@ import Glibc
             listener.readDeadlineMillis = readDeadlineMillis
             let t = Thread { [self] in
                 let e = listener.serve(until: Clock.monotonicMillis() + 30_000, interrupt: nil) { request in
-                    self.lock.lock(); self.seen.append(request.path + "?" + request.query); self.lock.unlock()
+                    self.lock.lock(); self.seen.append(request.path + "?" + request.query.unsafeString()); self.lock.unlock()
                     if request.path == "/stop" { return (.init(status: 200, html: "bye"), .stop) }
                     return (.init(status: 200, html: LoopbackListener.page("ok", "q=" + (request.queryValue("q") ?? ""))), .keepServing)
                 }

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// The one owner by construction (ARCHITECTURE.md, "The one owner"): the compiler refuses a file
+/// The one owner by construction (ARCHITECTURE.md, "Rules of thumb"): the compiler refuses a file
 /// that sees what the CLI sees and tries to write or delete a stored credential directly.
 /// `scripts/check-owner-seal` type-checks such files against the modules of this build: a store
 /// read must compile, `save`/`delete` must fail with the SPI error, and a file compiled as module

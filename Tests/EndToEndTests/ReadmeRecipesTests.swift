@@ -157,6 +157,79 @@ import Glibc
         }
     }
 
+    /// The `ssh -R` recipe against the suite's own sshd on loopback, in the private namespace:
+    /// only its marked placeholders are substituted (`<HOST>`: a Host entry of the throwaway
+    /// home's ~/.ssh/config naming that sshd; `<REMOTE_HOME>`: a directory only this user can
+    /// write). It prints the host's token on the "other machine".
+    @Test(.enabled(if: Self.canUnshare && BrokerClientEndToEndTests.sshAvailable, "needs root and OpenSSH"), arguments: [true, false])
+    func theSSHRecipeForwardsTheSocketThroughTheSuitesSSHD(_ withRunUser: Bool) throws {
+        let block = try #require(try Self.blocks().first { $0.text.contains("ssh ") && $0.text.contains("-R ") })
+        var template = Array("/var/tmp/ccred-readme-XXXXXX".utf8CString)
+        let root = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        defer { _ = Harness.run("/bin/rm", ["-rf", root], env: ["PATH": "/usr/bin:/bin"]) }
+        for d in ["home", "home/.ssh", "bin", "remote"] { mkdir(root + "/" + d, 0o700) }
+        #expect(symlink(Harness.binary, root + "/bin/chatgpt-credential") == 0)
+        let issuer = try TestIssuer()
+        var env: [String: String] = ["HOME": root + "/home", "PATH": root + "/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+                                     "SWIFT_BACKTRACE": "enable=no", "CHATGPT_CREDENTIAL_ISSUER": issuer.url, "CHATGPT_CREDENTIAL_STORE": "file"]
+        let t = try issuer.seed([:])
+        let shape = #"{"access_token":"\#(t.accessToken)","refresh_token":"\#(t.refreshToken)","id_token":"\#(t.idToken)","account_id":"\#(t.accountId)"}"#
+        #expect(Harness.run(Harness.binary, ["store"], env: env, stdin: Array(shape.utf8)).status == 0)
+        for key in ["hostkey", "userkey"] {
+            #expect(Harness.run("/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", root + "/" + key], env: env).status == 0)
+        }
+        try FileManager.default.copyItem(atPath: root + "/userkey.pub", toPath: root + "/authorized_keys")
+        let port = Int.random(in: 40000...60000)
+        let user = String(cString: getpwuid(geteuid())!.pointee.pw_name)
+        try """
+        ListenAddress 127.0.0.1
+        Port \(port)
+        HostKey \(root)/hostkey
+        AuthorizedKeysFile \(root)/authorized_keys
+        PermitRootLogin prohibit-password
+        PasswordAuthentication no
+        KbdInteractiveAuthentication no
+        UsePAM no
+        StrictModes no
+        AllowStreamLocalForwarding yes
+        StreamLocalBindUnlink yes
+        SetEnv PATH=\(root)/bin:/usr/bin:/bin
+        PidFile none
+        LogLevel ERROR
+
+        """.write(toFile: root + "/sshd_config", atomically: true, encoding: .utf8)
+        // <HOST>: how a person names the other machine, here in ~/.ssh/config.
+        try """
+        Host readme-host
+          HostName 127.0.0.1
+          Port \(port)
+          User \(user)
+          IdentityFile \(root)/userkey
+          IdentitiesOnly yes
+          BatchMode yes
+          StrictHostKeyChecking no
+          UserKnownHostsFile /dev/null
+          LogLevel ERROR
+
+        """.write(toFile: root + "/home/.ssh/config", atomically: true, encoding: .utf8)
+        let text = block.text.replacingOccurrences(of: "<HOST>", with: "readme-host").replacingOccurrences(of: "<REMOTE_HOME>", with: root + "/remote")
+        #expect(Self.placeholders(text).isEmpty, "\(text)")
+        try text.write(toFile: root + "/ssh.sh", atomically: true, encoding: .utf8)
+        env["LD_LIBRARY_PATH"] = Self.runtimeDirectories.joined(separator: ":")
+        var script = "set -u\nmount -t tmpfs -o mode=755 tmpfs /run && mount -t tmpfs -o mode=1777 tmpfs /tmp || exit 90\n"
+        if withRunUser { script += "mkdir -p -m 755 /run/user && mkdir -m 700 /run/user/$(id -u) || exit 91\n" }
+        // ssh reads ~/.ssh/config from the home in the password database: there, the throwaway home.
+        let passwdHome = String(cString: getpwuid(geteuid())!.pointee.pw_dir)
+        script += "mount --bind \"$HOME\" \(passwdHome) || exit 95\n"
+        script += "mkdir -m 755 /run/sshd && /usr/sbin/sshd -f \(root)/sshd_config || exit 94\n"
+        script += "chatgpt-credential serve 2>\(root)/serve.err &\n"
+        script += "for n in $(seq 50); do test -S \"$(chatgpt-credential serve --print-socket)\" && break; sleep 0.1; done\n"
+        script += "cd \"$HOME\" && sh -e \(root)/ssh.sh\n"
+        let r = Harness.run("/usr/bin/unshare", ["--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private", "sh", "-c", script],
+                            env: env, timeout: 60)
+        #expect(r.status == 0 && r.stdout == t.accessToken + "\n", "exit \(r.status): \(r.stdout)\(r.stderr)")
+    }
+
     /// `systemd-analyze --user verify` of the units as `make install-units` stages them, with the
     /// README's drop-ins found in the user's unit directory: nothing said about them.
     static func verifyDropIns(home: String) throws {

@@ -146,7 +146,10 @@ import Glibc
         #expect(reachedWithinFiveSeconds(), "after a kill and a fresh start: \(seen) \(broker.stderr)")
 
         #expect(!seen.contains(3), "a client was told to sign in: \(seen)")
-        let audit = broker.stderr.split(separator: "\n").filter { $0.contains(" path=/v1/token ") }
+        // The audit line follows the answer: wait for one per request (the fact), then read them.
+        func tokenLines(_ text: String) -> [Substring] { text.split(separator: "\n").filter { $0.contains(" path=/v1/token ") } }
+        #expect(broker.waitUntil(timeout: 10) { tokenLines($0).count >= seen.count }, "\(broker.stderr)")
+        let audit = tokenLines(broker.stderr)
         #expect(audit.count == seen.count, "\(broker.stderr)")
         #expect(!audit.contains { $0.contains("status=401") }, "\(audit)")
     }

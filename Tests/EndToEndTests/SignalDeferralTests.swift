@@ -135,6 +135,19 @@ import Glibc
 
     // MARK: the other callers of a refresh
 
+    /// `sink run` (man page (7), SINKS): the same deferral as `get`; the sink holds the token that
+    /// was saved.
+    @Test func sinkRunDefersTheSignalAndTheSinkHoldsTheSavedToken() throws {
+        let w = try World(store: "file")
+        let path = w.sandbox.env["HOME"]! + "/sink.token"
+        let add = w.run(["sink", "add", "--format", "token", "--path", path])
+        #expect(add.status == 0, "\(add.stderr)")
+        try interruptedRefresh(w, ["sink", "run"], signal: SIGTERM)
+        let stored = try #require(try w.stored())
+        // interruptedRefresh's own force-refresh at the end rewrote it again: it is what is stored.
+        #expect(FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) } == (stored["access_token"] as? String).map { $0 + "\n" })
+    }
+
     @Test func usageRefreshDefersTheSignal() throws {
         let w = try World(store: "file")
         try interruptedRefresh(w, ["usage"], signal: SIGTERM)

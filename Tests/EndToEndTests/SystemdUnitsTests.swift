@@ -10,7 +10,8 @@ import Glibc
 /// named in ExecStart=. No release build is needed: the debug binary stands in for it.
 @Suite(.serialized) struct SystemdUnitsTests {
     static let units = ["chatgpt-credential.socket", "chatgpt-credential.service",
-                        "chatgpt-credential-refresh.timer", "chatgpt-credential-refresh.service"]
+                        "chatgpt-credential-refresh.timer", "chatgpt-credential-refresh.service",
+                        "chatgpt-credential-sinks.service"]
     static let analyze = "/usr/bin/systemd-analyze"
 
     static func tempDir() -> String {
@@ -27,7 +28,7 @@ import Glibc
         try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").filter { $0.hasPrefix("ExecStart=") }.map(String.init)
     }
 
-    /// `systemd-analyze --user verify` of the four units in `dir`; the result and whatever it
+    /// `systemd-analyze --user verify` of the five units in `dir`; the result and whatever it
     /// said about them (an unknown key is only a warning, exit 0: it must fail the test too).
     static func verify(_ dir: String, env extra: [String: String], runtime: String, wrap: [String] = []) -> (RunResult, [String]) {
         var env = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "XDG_RUNTIME_DIR": runtime, "HOME": runtime]
@@ -53,6 +54,7 @@ import Glibc
         }
         #expect(try Self.execStart(unitDir + "/chatgpt-credential-refresh.service") == ["ExecStart=\(prefix)/bin/chatgpt-credential refresh --all --if-idle 7"])
         #expect(try Self.execStart(unitDir + "/chatgpt-credential.service") == ["ExecStart=\(prefix)/bin/chatgpt-credential serve"])
+        #expect(try Self.execStart(unitDir + "/chatgpt-credential-sinks.service") == ["ExecStart=\(prefix)/bin/chatgpt-credential sink run"])
         let socket = try String(contentsOfFile: unitDir + "/chatgpt-credential.socket", encoding: .utf8)
         for line in ["ListenStream=%t/chatgpt-credential/broker.sock", "SocketMode=0600", "DirectoryMode=0700"] {
             #expect(socket.contains("\n" + line + "\n"), "the socket unit lacks \(line)")
@@ -96,7 +98,8 @@ import Glibc
         let unitDir = stage + "/usr/lib/systemd/user"
         #expect(try Self.execStart(unitDir + "/chatgpt-credential-refresh.service") == ["ExecStart=/usr/bin/chatgpt-credential refresh --all --if-idle 7"])
         #expect(try Self.execStart(unitDir + "/chatgpt-credential.service") == ["ExecStart=/usr/bin/chatgpt-credential serve"])
-        // The four units and nothing else of systemd's (no links that would enable one).
+        #expect(try Self.execStart(unitDir + "/chatgpt-credential-sinks.service") == ["ExecStart=/usr/bin/chatgpt-credential sink run"])
+        // The five units and nothing else of systemd's (no links that would enable one).
         let staged = try FileManager.default.subpathsOfDirectory(atPath: stage)
         #expect(Set(staged.filter { $0.hasSuffix(".socket") || $0.hasSuffix(".service") || $0.hasSuffix(".timer") })
                 == Set(Self.units.map { "usr/lib/systemd/user/" + $0 }), "staged: \(staged)")

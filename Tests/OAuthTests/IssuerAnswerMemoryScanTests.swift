@@ -5,9 +5,11 @@ import Testing
 @testable import OAuth
 @testable import UsageBackend
 @testable import Transport
+@testable import SignIn
 @testable import CredentialCore
 @testable import Secrets
 import TestSupport
+import SystemRuntime
 
 // SECURITY.md "What is wiped in memory": the tokens of an issuer's answer go straight into
 // guarded memory and nowhere else. These tests parse scripted answers in-process, through the
@@ -339,5 +341,53 @@ final class BuiltAnswers: HTTPTransport {
             #expect(try client.fetch(accessToken: token, accountId: "acct", profile: .default, now: { 1_800_000_000 }) == .report(UsageReport(plan: "pro")))
         }
         expectNoCopy(of: [access])
+    }
+
+    /// `exec`'s child environment (`ProcessImage`): the token goes from its guarded buffer into
+    /// the `NAME=VALUE` entry `envp` points at, never through a String or setenv(3)'s copy.
+    @Test func execsChildEnvironmentLeavesNoCopyOfTheAccessToken() throws {
+        let access = Needle()
+        exercise {
+            var bytes = SecretBytes(capacity: 48)
+            access.append(to: &bytes)
+            let token = SecretToken(bytes)
+            let image = ProcessImage(argv: ["true"], inherited: ["PATH": "/usr/bin", "CHATGPT_ACCESS_TOKEN": "inherited"])
+            image.setSecret("CHATGPT_ACCESS_TOKEN", to: token)
+            #expect(image.redactedEnvironment == ["PATH=/usr/bin", "CHATGPT_ACCESS_TOKEN=<48 bytes>"])
+        }
+        expectNoCopy(of: [access])
+    }
+
+    /// The address pasted for `login --no-browser`: read into guarded memory and parsed there, so
+    /// the authorization code in it is never a String.
+    @Test func aPastedAddressLeavesNoCopyOfItsCode() throws {
+        let code = Needle()
+        try exercise {
+            var line = SecretBytes(capacity: 128)
+            line.append(utf8: "http://localhost:1455/auth/callback?code=")
+            code.append(to: &line)
+            line.append(utf8: "&state=st_1\n")
+            let callback = try PasteBackFlow.parse(line)
+            #expect(code.matches(callback.codeToken) && callback.state == "st_1")
+        }
+        expectNoCopy(of: [code])
+    }
+
+    /// The browser's callback request to the loopback listener: its head read into guarded
+    /// memory, the query kept there, the code decoded straight into a token.
+    @Test func theBrowsersCallbackRequestLeavesNoCopyOfItsCode() throws {
+        let code = Needle()
+        let listener = try LoopbackListener.bind(port: 0)
+        try exercise {
+            var head = SecretBytes(capacity: 256)
+            head.append(utf8: "GET /auth/callback?state=st_1&code=")
+            code.append(to: &head)
+            head.append(utf8: " HTTP/1.1\r\nHost: localhost:1455\r\n\r\n")
+            let request = try #require(head.withUnsafeBytes { listener.parse($0) })
+            let callback = CallbackParameters(try #require(request.queryPairs(secretNames: CallbackParameters.secretNames)))
+            #expect(request.path == "/auth/callback" && code.matches(callback.codeToken) && callback.state == "st_1")
+        }
+        withExtendedLifetime(listener) {}
+        expectNoCopy(of: [code])
     }
 }

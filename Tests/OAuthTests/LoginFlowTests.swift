@@ -21,27 +21,32 @@ final class RecordingPresenter: SignInPresenter {
 }
 
 @Suite struct PastedAddressTests {
+    /// The line as the flow reads it: into guarded memory.
+    static func parse(_ text: String) throws(PasteBackFlow.BadPaste) -> CallbackParameters {
+        try PasteBackFlow.parse(SecretBytes(copying: Array(text.utf8)))
+    }
+
     @Test func fullAddressAndBareQuery() throws {
-        let a = try PasteBackFlow.parse("  http://localhost:1455/auth/callback?code=ac_1&state=st_2#frag \n")
+        let a = try Self.parse("  http://localhost:1455/auth/callback?code=ac_1&state=st_2#frag \n")
         #expect(a.code == "ac_1" && a.state == "st_2" && a.error == nil)
-        let b = try PasteBackFlow.parse("code=ac_1&state=st%2D2")
+        let b = try Self.parse("code=ac_1&state=st%2D2")
         #expect(b.code == "ac_1" && b.state == "st-2")
-        let c = try PasteBackFlow.parse("http://localhost:1455/auth/callback?error=access_denied&error_description=no&state=s")
+        let c = try Self.parse("http://localhost:1455/auth/callback?error=access_denied&error_description=no&state=s")
         #expect(c.refusal?.message.contains("access_denied") == true)
     }
 
     @Test(arguments: ["hello", "http://localhost:1455/auth/callback", "https://x.test/?q=1", "code=a b&state=s",
                       "http://localhost:1455/auth/callback?code=%ZZ&state=s", "?code=x", "?state=s"])
     func garbage(_ text: String) {
-        #expect(throws: PasteBackFlow.BadPaste.notTheAddress) { try PasteBackFlow.parse(text) }
+        #expect(throws: PasteBackFlow.BadPaste.notTheAddress) { try Self.parse(text) }
     }
 
     @Test func nothingPasted() {
-        #expect(throws: PasteBackFlow.BadPaste.nothingPasted) { try PasteBackFlow.parse("") }
+        #expect(throws: PasteBackFlow.BadPaste.nothingPasted) { try Self.parse("") }
     }
 
     @Test func unsafeCodeIsNoCode() throws {
-        #expect(throws: PasteBackFlow.BadPaste.notTheAddress) { try PasteBackFlow.parse("code=%1B%5B2J&state=s") }
+        #expect(throws: PasteBackFlow.BadPaste.notTheAddress) { try Self.parse("code=%1B%5B2J&state=s") }
     }
 
     /// Each bad paste's cause decides the retry prompt and the error a sign-in ending on it reports
@@ -59,9 +64,9 @@ final class RecordingPresenter: SignInPresenter {
     }
 
     @Test func entitlementIsNamedAndVendorTextSanitized() {
-        let e = CallbackParameters([("error", "access_denied"), ("error_description", "missing_codex_entitlement")]).refusal
+        let e = CallbackParameters([("error", .text("access_denied")), ("error_description", .text("missing_codex_entitlement"))]).refusal
         #expect(e?.message.contains("Codex is not enabled") == true)
-        let f = CallbackParameters([("error", "server_error\u{1B}[2J"), ("error_description", "bad\nthing\u{07}")]).refusal
+        let f = CallbackParameters([("error", .text("server_error\u{1B}[2J")), ("error_description", .text("bad\nthing\u{07}"))]).refusal
         #expect(f?.message.contains("\u{1B}") == false)
         #expect(f?.message.contains("\n") == false)
     }

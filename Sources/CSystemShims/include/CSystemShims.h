@@ -31,4 +31,15 @@ int cs_defer_signals_depth(void);
 int cs_lsetxattr(const char *path, const char *name, const void *value, unsigned long size);
 long cs_getxattr(const char *path, const char *name, void *value, unsigned long size);
 
+/* Sinks (man page SINKS): renameat2(2) with RENAME_EXCHANGE (swap two names atomically) and with
+   RENAME_NOREPLACE (rename unless the new name exists), made with syscall(2) so an older glibc
+   needs no wrapper. -1 and errno on failure (EINVAL where the filesystem cannot). */
+int cs_rename_exchange(const char *a, const char *b);
+int cs_rename_noreplace(const char *from, const char *to);
+
 #endif
+
+/* execvpe(3) (a GNU extension the Swift Glibc module does not declare): exec's program with the
+   environment built by ProcessImage, whose secret entries point into guarded memory. Returns
+   only on failure, with errno set. */
+int cs_execvpe(const char *file, char *const argv[], char *const envp[]);

@@ -34,6 +34,10 @@ public struct TokenDocument: CredentialTimes, Equatable, Sendable {
     /// A sign-in, or imported from Codex (`imported_from`): Codex may still hold the same
     /// session, so `erase` does not revoke it.
     public var origin: CredentialOrigin
+    /// The profile's sinks (man page, SINKS): files this tool keeps fresh for programs that only
+    /// read a file, with a digest of what was last written to each. Optional in the document
+    /// (`sinks`, absent when none) and read leniently.
+    public var sinks: [SinkRecord] = []
 
     /// The access token as stored: empty when there is none (dropped).
     public var accessToken: SecretToken { state.access?.token ?? SecretToken() }
@@ -102,6 +106,7 @@ public struct TokenDocument: CredentialTimes, Equatable, Sendable {
         if next.email.isEmpty { next.email = email }
         if next.plan.isEmpty { next.plan = plan }
         next.origin = origin
+        next.sinks = sinks
         return next
     }
 
@@ -141,6 +146,7 @@ public struct TokenDocument: CredentialTimes, Equatable, Sendable {
         if let r = state.rejection { members.append(("refresh_rejected", .string(r))) }
         if let i = origin.importedFrom { members.append(("imported_from", .string(i))) }
         if storedAt > 0 { members.append(("stored_at", .string(Clock.rfc3339(storedAt)))) }
+        if !sinks.isEmpty { members.append(("sinks", .array(sinks.map { $0.json() }))) }
         return .object(members)
     }
 
@@ -168,9 +174,11 @@ public struct TokenDocument: CredentialTimes, Equatable, Sendable {
         }
         let state = CredentialState(storedAccessToken: access, expiresAt: time("expires_at"),
                                     refreshRejected: v["refresh_rejected"]?.stringValue)
-        return TokenDocument(state: state, refreshToken: refresh, idToken: v["id_token"]?.secretValue ?? SecretToken(),
+        var document = TokenDocument(state: state, refreshToken: refresh, idToken: v["id_token"]?.secretValue ?? SecretToken(),
                              accountId: str("account_id"), lastRefresh: time("last_refresh"), email: str("email"), plan: str("plan"),
                              origin: v["imported_from"]?.stringValue.map { .imported(from: $0) } ?? .signIn,
                              storedAt: time("stored_at"))
+        document.sinks = SinkRecord.parse(v["sinks"])
+        return document
     }
 }

@@ -202,7 +202,7 @@ final class Background {
         if let stdin {
             var template = Array("/tmp/ccred-stdin-XXXXXX".utf8CString)
             let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-            inputPath = String(cString: template)
+            inputPath = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
             var off = 0
             while off < stdin.count {
                 let n = stdin[off...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }

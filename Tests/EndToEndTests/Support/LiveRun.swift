@@ -57,6 +57,17 @@ final class LiveRun: @unchecked Sendable {
         return false
     }
 
+    /// Waits until `condition` holds of stderr (a count of lines reached, say); false on timeout.
+    func waitUntil(timeout: Double = 10, _ condition: (String) -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition(stderr) { return true }
+            if !process.isRunning { return condition(stderr) }
+            usleep(10_000)
+        }
+        return false
+    }
+
     func send(_ text: String) {
         stdinPipe.fileHandleForWriting.write(Data(text.utf8))
     }

@@ -35,5 +35,18 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         let again = FormEncoding.decode(FormEncoding.encode(pairs))
         require(again.map { $0.map { [$0.0, $0.1] } } == pairs.map { [$0.0, $0.1] }, "form encoding does not round-trip")
     }
+    // The guarded-memory decoder agrees with the text one, whichever names are secret.
+    let guarded = Array(text.utf8).withUnsafeBytes { FormEncoding.decode(query: $0, secretNames: ["code", "state"]) }
+    let plain = FormEncoding.decode(text)
+    require((guarded == nil) == (plain == nil), "the two query decoders disagree on whether \(text.debugDescription) decodes")
+    if let guarded, let plain {
+        let shown = guarded.map { pair -> [String] in
+            switch pair.1 {
+            case .text(let t): return [pair.0, t]
+            case .secret(let t): return [pair.0, t.unsafeString()]
+            }
+        }
+        require(shown == plain.map { [$0.0, $0.1] }, "the two query decoders disagree on \(text.debugDescription)")
+    }
     return 0
 }
