@@ -149,7 +149,7 @@ import Glibc
         }
         // The passphrase drop-in: made for each unit it names.
         if blocks.contains(where: { $0.text.contains("LoadCredential=") }) {
-            for unit in ["chatgpt-credential-refresh.service", "chatgpt-credential.service"] {
+            for unit in ["chatgpt-credential-refresh.service", "chatgpt-credential.service", "chatgpt-credential-sinks.service"] {
                 let dropIn = root + "/home/.config/systemd/user/\(unit).d/passphrase.conf"
                 #expect((try? String(contentsOfFile: dropIn, encoding: .utf8)) == "[Service]\nLoadCredential=chatgpt-credential.passphrase:%h/.config/chatgpt-credential/passphrase\n")
             }
