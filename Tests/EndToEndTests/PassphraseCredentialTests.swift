@@ -47,4 +47,49 @@ import Testing
         // A directory that is not absolute is not systemd's: ignored.
         #expect(s.run(["--no-cache", "get"], env: ["CREDENTIALS_DIRECTORY": "credentials"]).status == 5)
     }
+
+    /// On a terminal a wrong passphrase is asked again, three times in all; the third right one
+    /// opens the store (exit 0); three wrong ones end in "try again", never advice to erase (exit 5).
+    /// A pty from Python's `pty` answers each prompt once it is shown.
+    @Test func aTerminalIsAskedThreeTimes() throws {
+        let issuer = try TestIssuer()
+        let s = Sandbox(bus: .none, store: "file")
+        s.env["CHATGPT_CREDENTIAL_ISSUER"] = issuer.url
+        let pf = s.root + "/pass"
+        #expect(FileManager.default.createFile(atPath: pf, contents: Data("correct horse\n".utf8)))
+        #expect(chmod(pf, 0o600) == 0)
+        let t = try issuer.seed([:])
+        let shape = #"{"access_token":"\#(t.accessToken)","refresh_token":"\#(t.refreshToken)","id_token":"\#(t.idToken)","account_id":"\#(t.accountId)"}"#
+        #expect(s.run(["store"], stdin: shape, env: ["CHATGPT_CREDENTIAL_PASSPHRASE_FILE": pf]).status == 0)
+        let driver = #"""
+        import os, pty, sys
+        answers = sys.argv[2:]
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.execv(sys.argv[1], [sys.argv[1], "--no-cache", "get"])
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if answers and seen.rstrip().endswith(b":") and b"Passphrase for" in seen.split(b"\n")[-1]:
+                os.write(fd, answers.pop(0).encode() + b"\n")
+        _, status = os.waitpid(pid, 0)
+        sys.stdout.write(seen.decode(errors="replace"))
+        sys.exit(os.waitstatus_to_exitcode(status))
+        """#
+        let script = s.root + "/driver.py"
+        try driver.write(toFile: script, atomically: true, encoding: .utf8)
+        let third = Harness.run("/usr/bin/python3", [script, Harness.binary, "nope", "still not", "correct horse"], env: s.env, timeout: 60)
+        #expect(third.status == 0, "exit \(third.status): \(third.stdout)")
+        #expect(third.stdout.contains("Wrong passphrase; try again (2 tries left)") && third.stdout.contains("(1 try left)"), "\(third.stdout)")
+        #expect(third.stdout.contains(t.accessToken), "\(third.stdout)")
+        let wrong = Harness.run("/usr/bin/python3", [script, Harness.binary, "a", "b", "c", "d"], env: s.env, timeout: 60)
+        #expect(wrong.status == 5, "exit 5 (store problem) after three wrong passphrases: \(wrong.stdout)")
+        #expect(wrong.stdout.contains("wrong passphrase for") && wrong.stdout.contains("try again") && !wrong.stdout.contains("erase"), "\(wrong.stdout)")
+    }
 }
