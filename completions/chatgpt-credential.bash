@@ -32,7 +32,7 @@ _chatgpt_credential_files()
 _chatgpt_credential()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev= prefix=
-    local verbs='login get store erase status usage refresh exec serve help sink version'
+    local verbs='login get store erase status usage refresh exec serve help sink version doctor'
     local globals='--profile --store --protocol --non-interactive --verbose -v --no-cache --broker --version --help -h'
     (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}
     COMPREPLY=()
@@ -124,6 +124,7 @@ _chatgpt_credential()
         exec) opts+=" --" ;;
         serve) opts+=" --socket --idle-exit --allow-uid --print-socket" ;;
         sink) opts+=" --format --path --take-over --on-change --json add list remove run" ;;
+        doctor) opts+=" --json" ;;
     esac
 
     if [[ $cur == -* ]]; then

@@ -79,7 +79,8 @@ complete -c $c -n __chatgpt_credential_no_verb -a serve -d 'answer token request
 complete -c $c -n __chatgpt_credential_no_verb -a help -d 'show help for a verb'
 complete -c $c -n __chatgpt_credential_no_verb -a sink -d 'keep a file fresh for a program that only reads one (Codex, ChatMock)'
 complete -c $c -n __chatgpt_credential_no_verb -a version -d 'print the version'
-complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status usage refresh exec serve help sink version'
+complete -c $c -n __chatgpt_credential_no_verb -a doctor -d 'check what a sign-in depends on here (no secrets)'
+complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status usage refresh exec serve help sink version doctor'
 complete -c $c -n '__chatgpt_credential_verb_is sink' -a 'add list remove run'
 
 # Global options, before or after the verb (not after the command verb's --).
@@ -139,6 +140,9 @@ complete -c $c -n '__chatgpt_credential_verb_is sink' -l path -r -F -d 'add: the
 complete -c $c -n '__chatgpt_credential_verb_is sink' -l take-over -d 'add: import the sign-in the file holds, then keep the file without its refresh token'
 complete -c $c -n '__chatgpt_credential_verb_is sink' -l on-change -x -d 'add: run CMD (split on spaces, no shell, 10 s) after each rewrite'
 complete -c $c -n '__chatgpt_credential_verb_is sink' -l json -d 'list: as JSON'
+
+# doctor
+complete -c $c -n '__chatgpt_credential_verb_is doctor' -l json -d 'the same checks as a JSON array of {check, status, detail, advice}; advice is null for ok'
 
 # exec -- CMD [ARG…]
 complete -c $c -n '__chatgpt_credential_verb_is exec; and not __chatgpt_credential_in_exec_command' -a -- -d 'the command follows'

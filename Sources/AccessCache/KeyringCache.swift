@@ -234,3 +234,15 @@ public final class KeyringCache {
         if said.insert(line).inserted { diagnostic(line) }
     }
 }
+
+extension KeyringCache {
+    /// Whether the kernel's key retention service takes this process's calls (for `doctor`):
+    /// nil when the user keyring can be read, else the errno it refused with (EPERM or ENOSYS
+    /// under a seccomp filter: the cache is then skipped silently, man page ACCESS CACHE).
+    public static func kernelRefusal() -> Int32? {
+        switch KernelKeyring.list(KernelKeyring.userKeyring) {
+        case .success: return nil
+        case .failure(let f): return f.errno
+        }
+    }
+}

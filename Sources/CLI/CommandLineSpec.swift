@@ -164,7 +164,7 @@ public enum CommandLineSpec {
     static let verbTypes: [any Verb.Type] = [
         LoginCommand.self, GetCommand.self, StoreCommand.self, EraseCommand.self, StatusCommand.self,
         UsageCommand.self, RefreshCommand.self, ExecCommand.self, ServeCommand.self, HelpCommand.self,
-        SinkCommand.self, VersionCommand.self,
+        SinkCommand.self, VersionCommand.self, DoctorCommand.self,
     ]
 
     /// The verbs' specs, in that order.

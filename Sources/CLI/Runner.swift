@@ -72,7 +72,20 @@ public final class Runner {
             // docker's helpers report errors on stdout (docker-credential-helpers convention).
             try? console.out(e.message + "\n")
         case .plain, .git:
-            console.err("chatgpt-credential: " + e.message + profileHint(e, g))
+            console.err("chatgpt-credential: " + e.message + profileHint(e, g) + doctorHint(e))
+        }
+    }
+
+    /// A keyring that could not be reached or did not answer (no session bus, nothing providing
+    /// the Secret Service): `doctor` shows where the bus was looked for and what answers (man
+    /// page VERBS, doctor). Said on the same line. A locked keyring's message says it too
+    /// (`SecretServiceStore.lockedMessage`), before its unlock command.
+    func doctorHint(_ e: CredentialError) -> String {
+        switch e {
+        case .notFoundKeyringUnreachable, .storeUnavailable(_, secretService: true), .storeNotAnswering:
+            return "; see: \(CommandLineSpec.programName) doctor"
+        default:
+            return ""
         }
     }
 

@@ -216,8 +216,11 @@ extension CredentialOwner {
             let answer = client.refresh(refreshToken: spent)
             guard case .rotated(let t) = answer else { return .answered(answer) }
             let received = now()
-            let next = current.document.rotated(accessToken: t.accessToken, refreshToken: t.refreshToken, idToken: t.idToken,
+            var next = current.document.rotated(accessToken: t.accessToken, refreshToken: t.refreshToken, idToken: t.idToken,
                                                 expiresIn: t.expiresIn, now: received)
+            // The spent token's digest goes into the same save as its successor (man page
+            // VERBS, doctor): another program still holding it is on this chain.
+            if let rotatedTo = t.refreshToken, rotatedTo != spent { next = next.spending(spent) }
             backoff.clear()
             return .saved(next, try persistRotated(next, in: store, prepared: prepared, spent: spent, &tx), received)
         }

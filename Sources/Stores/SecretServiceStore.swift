@@ -57,7 +57,7 @@ public final class SecretServiceStore: CredentialStore {
     /// Says how to unlock; whether `--store file` would help is for the caller to say (only it
     /// knows whether the file store holds the profile: man page, STORES).
     public static let lockedMessage =
-        "the Secret Service keyring is locked; unlock it by logging in to the desktop session, or with: printf '%s' \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock"
+        "the Secret Service keyring is locked (see: chatgpt-credential doctor); unlock it by logging in to the desktop session, or with: printf '%s' \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock"
 
     // MARK: CredentialStore
 

@@ -118,6 +118,10 @@ public final class StoreSelector {
         }
     }
 
+    /// What a quick look at the Secret Service finds now (one probe), whatever the choice: for
+    /// `doctor`.
+    public func secretServiceAvailability() -> SecretServiceAvailability { probe() }
+
     /// Under `auto`, why a sign-in made now would be kept in the encrypted file beside any
     /// keyring this process cannot reach (`login` says so before it starts: man page STORES); nil
     /// when the Secret Service could be asked, or with an explicit store. One probe.

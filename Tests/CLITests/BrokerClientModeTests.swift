@@ -43,7 +43,7 @@ import Secrets
     @Test func theRefusedVerbsAreThoseThatChangeOrServeACredentialNamedAsTyped() throws {
         let refused = CommandLineSpec.verbTypes.filter { $0.refusedInClientMode }.map { $0.spec.name }
         #expect(refused == ["login", "store", "erase", "refresh", "serve", "sink"])
-        #expect(CommandLineSpec.verbTypes.filter { $0.worksThroughTheBroker }.map { $0.spec.name } == ["get", "status", "usage", "exec"])
+        #expect(CommandLineSpec.verbTypes.filter { $0.worksThroughTheBroker }.map { $0.spec.name } == ["get", "status", "usage", "exec", "doctor"])
         let address = "unix:/nonexistent/broker.sock"
         for name in refused {
             let console = LinesConsole()

@@ -34,6 +34,7 @@ import Testing
         ("help", "help [VERB]"),
         ("sink", "sink [--format codex|chatmock|token|env|json] [--path PATH] [--take-over] [--on-change CMD] [--json] add|list|remove|run [PATH]"),
         ("version", "version"),
+        ("doctor", "doctor [--json]"),
     ])
     func synopsisComesFromTheOptions(_ verb: String, _ synopsis: String) throws {
         #expect(try #require(CommandLineSpec.verb(verb)).synopsis == synopsis)

@@ -101,6 +101,17 @@ import TestSupport
         #expect(text.count == JSON.serializedCount(secret) + 1 && text.capacity == text.count)
     }
 
+    /// A token of printable ASCII without `"` or `\` (every real one) is copied in one piece;
+    /// one byte that needs an escape anywhere in it, or a non-ASCII one, and it is quoted as before.
+    @Test(arguments: ["eyJhbGciOi.eyJzdWIiOi-_x.c2ln", "", "a\"b", "a\\b", "tab\tx", "del\u{7F}", "é", "end\u{202E}"])
+    func aTokenIsWrittenAsAPlainStringWouldBe(token: String) throws {
+        let secret = JSONValue.object([("access_token", .secret(SecretToken(copying: token)))])
+        let text = JSON.serializeSecret(secret)
+        #expect(text.unsafeString() == JSON.serialize(.object([("access_token", .string(token))])))
+        #expect(text.count == JSON.serializedCount(secret) && text.capacity == text.count)
+        #expect(try JSON.parse(text)["access_token"] == .secret(SecretToken(copying: token)))
+    }
+
     /// A token is never written into a String: that is a programming error, and it stops.
     @Test func serializingASecretIntoAStringStops() async {
         await #expect(processExitsWith: .failure) {

@@ -214,7 +214,7 @@ import Glibc
         let refused = s.run(["--store", "secret-service", "store"], stdin: json)
         #expect(refused.status == 5, "exit 5, store unavailable: \(refused.stderr)")
         #expect(refused.stderr.contains("the Secret Service cannot be reached: "), "\(refused.stderr)")
-        #expect(refused.stderr.hasSuffix("; or add --store file to keep the credential in the encrypted file\n"), "\(refused.stderr)")
+        #expect(refused.stderr.hasSuffix("; or add --store file to keep the credential in the encrypted file; see: chatgpt-credential doctor\n"), "\(refused.stderr)")
         let followed = s.run(["--store", "file", "store"], stdin: json)
         #expect(followed.status == 0, "\(followed.stderr)")
         #expect(s.run(["--store", "file", "status"]).status == 0)

@@ -241,7 +241,7 @@ import Glibc
     func noBusAtAllNamesTheMissingBusAndTheFileAndTheBrokerSays503() throws {
         let s = Sandbox(bus: .none)
         let file = s.env["HOME"]! + "/.local/share/chatgpt-credential/\(s.profile).age"
-        let expected = "chatgpt-credential: no credential found for profile '\(s.profile)': \(file) does not exist and the Secret Service cannot be reached: no D-Bus session bus found (DBUS_SESSION_BUS_ADDRESS is unset, XDG_RUNTIME_DIR is unset, /run/user/\(Self.uid)/bus is not a socket of this user); if you signed in with a keyring, run this where its session bus is reachable, else sign in here: chatgpt-credential --profile \(s.profile) login\n"
+        let expected = "chatgpt-credential: no credential found for profile '\(s.profile)': \(file) does not exist and the Secret Service cannot be reached: no D-Bus session bus found (DBUS_SESSION_BUS_ADDRESS is unset, XDG_RUNTIME_DIR is unset, /run/user/\(Self.uid)/bus is not a socket of this user); if you signed in with a keyring, run this where its session bus is reachable, else sign in here: chatgpt-credential --profile \(s.profile) login; see: chatgpt-credential doctor\n"
         let get = Self.isolated(s, bus: nil, ["get"])
         #expect(get.status == 3, "\(get.stderr)")
         #expect(get.stdout.isEmpty)

@@ -403,13 +403,28 @@ extension String: JSONOutput {
     }
 }
 
+extension JSON {
+    /// True when `quote` would write these bytes as they are: printable ASCII but `"` and `\`.
+    /// Every token is (base64url and dots), so its quoting is one copy instead of a walk through
+    /// its scalars (the broker quotes two tokens per answer; issue 31).
+    static func needsNoEscape(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        bytes.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }
+    }
+}
+
 extension SecretBytes: JSONOutput {
     mutating func write(_ text: String) { append(utf8: text) }
     mutating func write(_ scalar: Unicode.Scalar) {
         for b in UTF8.encode(scalar)! { append(b) }
     }
     mutating func write(secret: SecretToken) {
-        secret.withUnsafeBytes { JSON.quote(UTF8Scalars($0), into: &self) }
+        secret.withUnsafeBytes { bytes in
+            if JSON.needsNoEscape(bytes) {
+                append(utf8: "\""); append(bytes); append(utf8: "\"")
+            } else {
+                JSON.quote(UTF8Scalars(bytes), into: &self)
+            }
+        }
     }
 }
 
@@ -418,7 +433,9 @@ struct JSONByteCount: JSONOutput {
     mutating func write(_ text: String) { count += text.utf8.count }
     mutating func write(_ scalar: Unicode.Scalar) { count += UTF8.width(scalar) }
     mutating func write(secret: SecretToken) {
-        secret.withUnsafeBytes { JSON.quote(UTF8Scalars($0), into: &self) }
+        secret.withUnsafeBytes { bytes in
+            if JSON.needsNoEscape(bytes) { count += bytes.count + 2 } else { JSON.quote(UTF8Scalars(bytes), into: &self) }
+        }
     }
 }
 

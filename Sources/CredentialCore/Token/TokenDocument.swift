@@ -38,6 +38,15 @@ public struct TokenDocument: CredentialTimes, Equatable, Sendable {
     /// read a file, with a digest of what was last written to each. Optional in the document
     /// (`sinks`, absent when none) and read leniently.
     public var sinks: [SinkRecord] = []
+    /// SHA-256 digests of the refresh tokens this tool spent on this chain, oldest first, at most
+    /// `spentDigestLimit` (man page VERBS, doctor: `doctor` fails when another program still holds one).
+    /// Never the tokens. Optional in the stored document (`spent_refresh_tokens_sha256`): a
+    /// document without it, or with entries that are not digests, reads as none.
+    public var spentRefreshDigests: [[UInt8]] = []
+    /// How many spent refresh tokens are remembered.
+    public static let spentDigestLimit = 8
+    /// The stored document's member for `spentRefreshDigests`.
+    public static let spentDigestsKey = "spent_refresh_tokens_sha256"
 
     /// The access token as stored: empty when there is none (dropped).
     public var accessToken: SecretToken { state.access?.token ?? SecretToken() }
@@ -107,7 +116,33 @@ public struct TokenDocument: CredentialTimes, Equatable, Sendable {
         if next.plan.isEmpty { next.plan = plan }
         next.origin = origin
         next.sinks = sinks
+        next.spentRefreshDigests = spentRefreshDigests
         return next
+    }
+
+    /// The document remembering `token` as spent (its digest, never the token): the one owner
+    /// calls it on a rotation, so the digest is written in the same save as the new tokens.
+    /// Only the last `spentDigestLimit` are kept.
+    public func spending(_ token: SecretToken) -> TokenDocument {
+        guard !token.isEmpty, !hasSpent(token) else { return self }
+        var d = self
+        d.spentRefreshDigests = Array((spentRefreshDigests + [Self.digest(token)]).suffix(Self.spentDigestLimit))
+        return d
+    }
+
+    /// Whether `token` is one this tool already spent on this chain. Every remembered digest is
+    /// compared in constant time, with no early exit.
+    public func hasSpent(_ token: SecretToken) -> Bool {
+        guard !token.isEmpty else { return false }
+        let digest = Self.digest(token)
+        var found = false
+        for spent in spentRefreshDigests { found = Sodium.equal(spent, digest) || found }
+        return found
+    }
+
+    /// SHA-256 of a token's bytes.
+    static func digest(_ token: SecretToken) -> [UInt8] {
+        token.withUnsafeBytes { Sodium.sha256($0) }
     }
 
     /// `expires_in` values taken at face value: a second to a year. Anything else is ignored in
@@ -147,6 +182,9 @@ public struct TokenDocument: CredentialTimes, Equatable, Sendable {
         if let i = origin.importedFrom { members.append(("imported_from", .string(i))) }
         if storedAt > 0 { members.append(("stored_at", .string(Clock.rfc3339(storedAt)))) }
         if !sinks.isEmpty { members.append(("sinks", .array(sinks.map { $0.json() }))) }
+        if !spentRefreshDigests.isEmpty {
+            members.append((Self.spentDigestsKey, .array(spentRefreshDigests.map { .string(Self.hex($0)) })))
+        }
         return .object(members)
     }
 
@@ -175,10 +213,40 @@ public struct TokenDocument: CredentialTimes, Equatable, Sendable {
         let state = CredentialState(storedAccessToken: access, expiresAt: time("expires_at"),
                                     refreshRejected: v["refresh_rejected"]?.stringValue)
         var document = TokenDocument(state: state, refreshToken: refresh, idToken: v["id_token"]?.secretValue ?? SecretToken(),
-                             accountId: str("account_id"), lastRefresh: time("last_refresh"), email: str("email"), plan: str("plan"),
-                             origin: v["imported_from"]?.stringValue.map { .imported(from: $0) } ?? .signIn,
-                             storedAt: time("stored_at"))
+                                     accountId: str("account_id"), lastRefresh: time("last_refresh"), email: str("email"), plan: str("plan"),
+                                     origin: v["imported_from"]?.stringValue.map { .imported(from: $0) } ?? .signIn,
+                                     storedAt: time("stored_at"))
+        // Lenient: anything but an array of 64 hex digits each is skipped, never an error.
+        if case .array(let items)? = v[spentDigestsKey] {
+            document.spentRefreshDigests = Array(items.compactMap { $0.stringValue.flatMap(Self.unhex) }.suffix(spentDigestLimit))
+        }
         document.sinks = SinkRecord.parse(v["sinks"])
         return document
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef")
+        return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0f)]] })
+    }
+
+    /// 32 bytes from 64 hex digits, else nil.
+    static func unhex(_ text: String) -> [UInt8]? {
+        let chars = Array(text.utf8)
+        guard chars.count == 64 else { return nil }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(32)
+        for i in stride(from: 0, to: 64, by: 2) {
+            guard let hi = nibble(chars[i]), let lo = nibble(chars[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+        }
+        return out
     }
 }
