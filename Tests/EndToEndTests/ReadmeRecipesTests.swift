@@ -49,6 +49,10 @@ import Glibc
 
     /// What the recipes may name of the tool: its socket's path as `serve --print-socket` prints it.
     @Test func theRecipesNameNoUnmarkedPlaceholderAndTheSocketByCommand() throws {
+        // chatgpt-credential(7) shows the same container, sandbox and SSH recipes (Client mode).
+        let concepts = try String(contentsOfFile: Harness.repoRoot + "/man/chatgpt-credential.7", encoding: .utf8)
+        for literal in ["/run/user/1000", "/home/me", "--bind \"$XDG_RUNTIME_DIR"] { #expect(!concepts.contains(literal), "chatgpt-credential(7) names \(literal)") }
+        #expect(concepts.contains(#"sock="$(chatgpt-credential serve --print-socket)""#) && concepts.contains(#"--ro-bind "$bin" /run/chatgpt-credential"#))
         let blocks = try Self.blocks()
         #expect(blocks.filter(\.runsHere).count >= 5, "\(blocks.map(\.section))")
         for b in blocks {
