@@ -122,7 +122,7 @@ _chatgpt_credential()
         usage) opts+=" --json --all" ;;
         refresh) opts+=" --all --if-idle" ;;
         exec) opts+=" --" ;;
-        serve) opts+=" --socket --idle-exit --allow-uid" ;;
+        serve) opts+=" --socket --idle-exit --allow-uid --print-socket" ;;
         sink) opts+=" --format --path --take-over --on-change --json add list remove run" ;;
         doctor) opts+=" --json" ;;
     esac

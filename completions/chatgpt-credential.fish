@@ -132,6 +132,7 @@ complete -c $c -n '__chatgpt_credential_verb_is refresh' -l if-idle -x -d 'only 
 complete -c $c -n '__chatgpt_credential_verb_is serve' -l socket -r -F -d 'the socket to create, an absolute path (default: broker.sock in the runtime directory, see FILES)'
 complete -c $c -n '__chatgpt_credential_verb_is serve' -l idle-exit -x -d 'exit 0 after this long without a connection (default 0 = never; 60 under socket activation)'
 complete -c $c -n '__chatgpt_credential_verb_is serve' -l allow-uid -x -d 'also answer processes of this user id, and let them connect (an ACL on the socket, else mode 0666; repeatable)'
+complete -c $c -n '__chatgpt_credential_verb_is serve' -l print-socket -d 'print the socket\'s path (the default unless --socket) and exit, serving nothing'
 
 # sink
 complete -c $c -n '__chatgpt_credential_verb_is sink' -l format -x -a 'codex chatmock token env json' -d 'add: what the file holds (codex and chatmock: their auth.json with no refresh token)'

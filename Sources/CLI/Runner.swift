@@ -144,7 +144,16 @@ public final class Runner {
     func freshCredential(_ g: GlobalOptions, _ options: GetOptions) throws -> FreshCredential {
         let fresh: FreshCredential
         do { fresh = try owner(g).fresh(options.freshness) } catch { try stopIfSignalled(after: error); throw error }
-        verbose(g, "profile \(g.profile.name) \(fresh.fromCache ? "answered from the access cache" : "read from its store"); expires \(Clock.rfc3339(fresh.credential.expiresAt))")
+        if g.verbose {
+            // Which store and where (man page, DIAGNOSTICS): the file's path, or the keyring's item.
+            let place = fresh.store.map { kind -> String in
+                switch kind {
+                case .file: return "the encrypted file " + services.makeSelector(g).store(of: .file).location(for: g.profile)
+                case .secretService: return "the Secret Service item service=chatgpt-credential profile=\(g.profile.name)"
+                }
+            } ?? "its store"
+            verbose(g, "profile \(g.profile.name) \(fresh.fromCache ? "answered from the access cache entry of " + place : "read from " + place); expires \(Clock.rfc3339(fresh.credential.expiresAt))")
+        }
         if fresh.refreshed { verbose(g, "refreshed; new token expires \(Clock.rfc3339(fresh.credential.expiresAt))") }
         for n in fresh.notices { console.err("chatgpt-credential: " + n) }
         try stopIfSignalled()

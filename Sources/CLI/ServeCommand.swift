@@ -26,11 +26,14 @@ struct ServeCommand: Verb {
             OptionSpec("--socket", value: "PATH", completion: .files, "the socket to create, an absolute path (default: broker.sock in the runtime directory, see FILES)"),
             OptionSpec("--idle-exit", value: "SECONDS", "exit 0 after this long without a connection (default 0 = never; 60 under socket activation)"),
             OptionSpec("--allow-uid", value: "UID", repeatable: true, "also answer processes of this user id, and let them connect (an ACL on the socket, else mode 0666; repeatable)"),
+            OptionSpec("--print-socket", "print the socket's path (the default unless --socket) and exit, serving nothing"),
         ],
         examples: ["systemctl --user enable --now chatgpt-credential.socket   # on demand",
-                   "curl --unix-socket \"$XDG_RUNTIME_DIR/chatgpt-credential/broker.sock\" \\\n     http://localhost/v1/token"])
+                   "curl --unix-socket \"$(chatgpt-credential serve --print-socket)\" \\\n     http://localhost/v1/token"])
 
     var options = ServeOptions()
+    /// `--print-socket`: say where the broker listens (for recipes: bind it into a sandbox) and exit.
+    var printSocket = false
 
     init(_ a: VerbArguments) throws {
         var o = ServeOptions()
@@ -61,9 +64,16 @@ struct ServeCommand: Verb {
             if !o.allowedUIDs.contains(uid) { o.allowedUIDs.append(uid) }
         }
         options = o
+        printSocket = a.has("--print-socket")
     }
 
-    func run(_ runner: Runner, _ g: GlobalOptions) throws -> Outcome { try runner.serve(g, options) }
+    func run(_ runner: Runner, _ g: GlobalOptions) throws -> Outcome {
+        if printSocket {
+            try runner.console.out((options.socket ?? BrokerListener.defaultPath()) + "\n")
+            return .exit(0)
+        }
+        return try runner.serve(g, options)
+    }
     /// Serving the credential is the broker's side's job.
     static var clientMode: ClientModePolicy<Self> { .refused }
     /// The broker stops after the answer during which a signal was deferred (`Runner.serve`).

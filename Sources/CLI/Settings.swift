@@ -5,6 +5,9 @@ import UsageBackend
 import Credentials
 import AccessCache
 import Broker
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Every environment variable the tool reads (man page ENVIRONMENT), read once, at the
 /// executable's edge (`main.swift`), into typed fields: the one place that looks at the
@@ -41,8 +44,12 @@ public struct Settings {
 
     // MARK: stores, locks
 
-    /// `CHATGPT_CREDENTIAL_PASSPHRASE_FILE`.
+    /// `CHATGPT_CREDENTIAL_PASSPHRASE_FILE`, else the systemd credential
+    /// `$CREDENTIALS_DIRECTORY/chatgpt-credential.passphrase` when it is there (a unit's
+    /// `LoadCredential=`; man page, ENVIRONMENT). The store reads it once, into `SecretBytes`.
     public var passphraseFile: String?
+    /// The name of the systemd credential that holds the passphrase.
+    public static let passphraseCredential = "chatgpt-credential.passphrase"
     /// `CHATGPT_CREDENTIAL_DBUS_TIMEOUT`: seconds for each Secret Service call, instead of 3 or
     /// 30 (`Deadline.secretServiceSeconds`). A value it does not accept is ignored.
     public var dbusTimeout: Double?
@@ -114,7 +121,11 @@ public struct Settings {
         issuer = Self.checked { try IssuerConfig(setting: value(OAuthConstants.issuerEnvironmentVariable)) }
         backend = Self.checked { try BackendConfig(setting: value(BackendConfig.environmentVariable)) }
 
-        passphraseFile = value("CHATGPT_CREDENTIAL_PASSPHRASE_FILE")
+        passphraseFile = value("CHATGPT_CREDENTIAL_PASSPHRASE_FILE") ?? value("CREDENTIALS_DIRECTORY").flatMap { dir in
+            // Only an absolute directory systemd made, and only when the credential is in it.
+            let path = dir + "/" + Self.passphraseCredential
+            return dir.hasPrefix("/") && access(path, F_OK) == 0 ? path : nil
+        }
         dbusTimeout = value("CHATGPT_CREDENTIAL_DBUS_TIMEOUT").flatMap(Seconds.dbusTimeout.parse)
         lockTimeout = value("CHATGPT_CREDENTIAL_LOCK_TIMEOUT").flatMap(Seconds.lockTimeout.parse)
         home = value("HOME")

@@ -13,7 +13,7 @@ struct TerminalPassphrasePrompt: PassphrasePrompt {
         let fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard fd >= 0 else {
             throw CredentialError.storeUnavailable(
-                "no terminal to ask for the passphrase; set CHATGPT_CREDENTIAL_PASSPHRASE_FILE to a file (mode 600) holding it")
+                "no terminal to ask for the passphrase; set CHATGPT_CREDENTIAL_PASSPHRASE_FILE to a file (mode 600) holding it (in a systemd unit: LoadCredential=chatgpt-credential.passphrase:FILE)")
         }
         defer { close(fd) }
         var saved = termios()

@@ -9,6 +9,9 @@ public struct FreshCredential {
     public var credential: ServedCredential
     public var notices: [String]
     public var source: Source
+    /// The store it was read from (for an access-cache entry: the store the entry stands for),
+    /// for `-v` (man page, DIAGNOSTICS); nil when not told.
+    public var store: StoreKind? = nil
 
     public enum Source: Equatable, Sendable {
         /// A fresh access-cache entry, without touching the store.
@@ -49,18 +52,24 @@ extension CredentialOwner {
     /// The profile's credential, fresh enough for `need`: from the access cache when it holds a
     /// fresh entry (no store, no lock, no network), else from the store, refreshed when due.
     package func fresh(_ need: Freshness) throws -> FreshCredential {
+        func from(_ kind: StoreKind, _ answer: FreshCredential) -> FreshCredential {
+            var answer = answer
+            answer.store = kind
+            return answer
+        }
         if let cache, !need.forceRefresh {
             let kind = selector.readKind(of: profile)
-            if let hit = cachedAnswer(cache, kind, need) { return hit }
+            if let hit = cachedAnswer(cache, kind, need) { return from(kind, hit) }
             if cache.canServe {
                 switch try fillFromStore(cache, kind, need) {
-                case .answer(let filled): return filled
-                case .refreshDue(let located): return try fresh(located, need, .refresh) // read and decided once, not again
+                case .answer(let filled): return from(kind, filled)
+                // read and decided once, not again
+                case .refreshDue(let located): return from(located.store.kind, try fresh(located, need, .refresh))
                 }
             }
         }
         guard let located = try locate() else { throw CredentialError.notSignedIn(profile: profile.name) }
-        return try fresh(located, need)
+        return from(located.store.kind, try fresh(located, need))
     }
 
     private enum Fill {

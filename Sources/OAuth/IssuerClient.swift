@@ -242,6 +242,7 @@ public struct IssuerClient {
             headers: [HTTPHeader("Content-Type", contentType), HTTPHeader("Accept", "application/json")],
             body: body, connectTimeout: connectTimeout ?? self.connectTimeout, totalTimeout: totalTimeout ?? self.totalTimeout,
             maxResponseBytes: maxResponseBytes, bypassProxy: config.isLoopback)
+        request.addressOrigin = config.service.originNote(defaultURL: OAuthConstants.defaultIssuer)
         let limit = maxResponseBytes
         return try transport.send(&request, retrying: policy, reading: { IssuerAnswer($0, maxBytes: limit) },
                                   isFinal: isFinal, failure: "the request to the issuer failed")

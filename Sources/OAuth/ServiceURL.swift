@@ -14,11 +14,20 @@ public struct ServiceURL: Equatable, Sendable {
     public let baseURL: String
     /// True for `http://` loopback servers (test servers); requests to them bypass proxies.
     public let isLoopback: Bool
+    /// The variable that set it, nil for a built-in default.
+    public let variable: String?
 
     /// A URL already known to be valid (the built-in defaults).
     package init(validated: String, loopback: Bool) {
         baseURL = validated
         isLoopback = loopback
+        variable = nil
+    }
+
+    /// For a failure that names this address: where it came from when a variable overrides
+    /// `defaultURL` (`set by CHATGPT_CREDENTIAL_ISSUER, overriding the default …`), else nil.
+    public func originNote(defaultURL: String) -> String? {
+        variable.map { "set by \($0), overriding the default \(defaultURL)" }
     }
 
     /// Validates `text`, the value of `variable` (named in the error).
@@ -56,6 +65,7 @@ public struct ServiceURL: Equatable, Sendable {
         url += path
         baseURL = url
         isLoopback = scheme == "http" && loopback
+        self.variable = variable
     }
 
     /// The full URL of an endpoint path such as `/oauth/token`.

@@ -251,14 +251,25 @@ public final class AgeFileStore: CredentialStore {
             throw e.credentialError(path: path, keyHint: "", recovery: recovery)
         }
         if header.isPassphraseProtected {
-            try obtainPassphrase(for: path, verifyAgainst: nil, profile: profile)
-            do {
-                return try AgeFile.decrypt(file, identities: [ScryptIdentity(passphrase: passphrase.duplicate())])
-            } catch let e as AgeError {
-                if e == .noMatch, passphraseFile == nil { passphrase = SecretBytes() }
-                let source = passphraseFile.map { "the passphrase in \($0)" } ?? "the passphrase entered"
-                throw e.credentialError(path: path, keyHint: source,
-                                        recovery: "check the passphrase, or \(profile.removeDamagedHint)")
+            var wrong = 0
+            while true {
+                try obtainPassphrase(for: path, verifyAgainst: nil, profile: profile, wrongSoFar: wrong)
+                do {
+                    return try AgeFile.decrypt(file, identities: [ScryptIdentity(passphrase: passphrase.duplicate())])
+                } catch AgeError.noMatch {
+                    // A wrong passphrase is "try again", never advice to erase (man page, STORES).
+                    if let file = passphraseFile {
+                        throw CredentialError.wrongKey("the passphrase in \(file) does not open \(path); put the passphrase it was saved with on that file's first line and try again")
+                    }
+                    passphrase = SecretBytes()
+                    wrong += 1
+                    if interactive && wrong < Self.passphraseTries { continue }
+                    throw CredentialError.wrongKey("wrong passphrase for \(path) (\(wrong) \(wrong == 1 ? "try" : "tries")); try again with the passphrase it was saved with")
+                } catch let e as AgeError {
+                    let source = passphraseFile.map { "the passphrase in \($0)" } ?? "the passphrase entered"
+                    throw e.credentialError(path: path, keyHint: source,
+                                            recovery: "check the passphrase, or \(profile.removeDamagedHint)")
+                }
             }
         }
         let idPath = try requireIdentityPath()
@@ -320,9 +331,15 @@ public final class AgeFileStore: CredentialStore {
 
     // MARK: passphrase
 
-    /// Makes `passphrase` hold the passphrase: cached, from the passphrase file, or prompted. A
-    /// prompted passphrase is checked against `verifyAgainst` (the existing file) before it is used to write.
-    private func obtainPassphrase(for path: String, verifyAgainst existing: [UInt8]?, profile: Profile) throws {
+    /// How many passphrases a terminal is asked for before a wrong one is given up on.
+    static let passphraseTries = 3
+
+    /// Makes `passphrase` hold the passphrase: cached, from the passphrase file (or the systemd
+    /// credential, which the executable names the same way), or prompted. A prompted passphrase is
+    /// checked against `verifyAgainst` (the existing file) before it is used to write; on a
+    /// terminal a wrong one is asked again, `passphraseTries` times in all. `wrongSoFar`: wrong
+    /// answers already given for this file (the prompt says so).
+    private func obtainPassphrase(for path: String, verifyAgainst existing: [UInt8]?, profile: Profile, wrongSoFar: Int = 0) throws {
         if !passphrase.isEmpty { return }
         if let file = passphraseFile {
             passphrase = try AgeFileStore.readPassphraseFile(file)
@@ -330,18 +347,26 @@ public final class AgeFileStore: CredentialStore {
         }
         guard interactive else {
             throw CredentialError.storeUnavailable(
-                "\(path) is protected by a passphrase; set CHATGPT_CREDENTIAL_PASSPHRASE_FILE to a file (mode 600) holding it, or run interactively")
+                "\(path) is protected by a passphrase; set CHATGPT_CREDENTIAL_PASSPHRASE_FILE to a file (mode 600) holding it (in a systemd unit: LoadCredential=chatgpt-credential.passphrase:FILE), or run interactively")
         }
-        let p = try promptPassphrase("Passphrase for \(path): ")
-        guard !p.isEmpty else { throw CredentialError.storeUnavailable("no passphrase entered for \(path)") }
-        if let existing {
-            do { _ = try AgeFile.decrypt(existing, identities: [ScryptIdentity(passphrase: p.duplicate())]) } catch AgeError.noMatch {
-                throw CredentialError.wrongKey("wrong passphrase for \(path); try again, or \(profile.removeDamagedHint)")
-            } catch {
-                // A damaged file is being replaced anyway; the passphrase could not be checked.
+        var wrong = wrongSoFar
+        while true {
+            let left = Self.passphraseTries - wrong
+            let p = try promptPassphrase(wrong == 0 ? "Passphrase for \(path): "
+                                         : "Wrong passphrase; try again (\(left) \(left == 1 ? "try" : "tries") left). Passphrase for \(path): ")
+            guard !p.isEmpty else { throw CredentialError.storeUnavailable("no passphrase entered for \(path)") }
+            if let existing {
+                do { _ = try AgeFile.decrypt(existing, identities: [ScryptIdentity(passphrase: p.duplicate())]) } catch AgeError.noMatch {
+                    wrong += 1
+                    if wrong < Self.passphraseTries { continue }
+                    throw CredentialError.wrongKey("wrong passphrase for \(path) (\(wrong) tries); try again with the passphrase it was saved with")
+                } catch {
+                    // A damaged file is being replaced anyway; the passphrase could not be checked.
+                }
             }
+            passphrase = p
+            return
         }
-        passphrase = p
     }
 
     static func readPassphraseFile(_ file: String) throws -> SecretBytes {

@@ -62,7 +62,9 @@ public struct CurlTransport: HTTPTransport, Sendable {
             let end = bytes.firstIndex(of: 0) ?? bytes.count
             return String(decoding: bytes[..<end], as: UTF8.self)
         }
-        let host = Self.hostForMessages(request.url)
+        // The address, and where it came from when a variable overrides the default (man page,
+        // CHATGPT_CREDENTIAL_ISSUER): said next to it, before libcurl's words, so a cut keeps it.
+        let host = Self.hostForMessages(request.url) + (request.addressOrigin.map { " (\($0))" } ?? "")
         switch Int(kind) {
         case Int(CCURL_OK):
             var headers: [String: String] = [:]

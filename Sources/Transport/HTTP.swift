@@ -27,6 +27,9 @@ public struct HTTPRequest: ~Copyable, Sendable {
     public var maxResponseBytes: Int
     /// Ignore `http_proxy`/`https_proxy`/`all_proxy` (set for loopback issuers).
     public var bypassProxy: Bool
+    /// Where the address came from when a variable overrides the default
+    /// (`ServiceURL.originNote`): added to a failure that names the address (man page, DIAGNOSTICS).
+    public var addressOrigin: String?
 
     public init(method: String, url: String, headers: [HTTPHeader] = [], secretHeader: consuming SecretBytes = SecretBytes(),
                 body: consuming SecretBytes = SecretBytes(),

@@ -48,6 +48,7 @@ public struct UsageClient {
         var request = HTTPRequest(method: "GET", url: config.url(Self.usagePath), headers: headers, secretHeader: authorization,
                                   connectTimeout: connectTimeout, totalTimeout: totalTimeout,
                                   maxResponseBytes: maxResponseBytes, bypassProxy: config.isLoopback)
+        request.addressOrigin = config.service.originNote(defaultURL: BackendConfig.defaultBaseURL)
         let response = try transport.send(&request, retrying: retry, failure: "the usage request to the ChatGPT backend failed")
         switch response.status {
         case 200...299:

@@ -20,6 +20,16 @@ import TestSupport
         #expect(o.socket == nil && o.idleExit == nil && o.allowedUIDs.isEmpty)
     }
 
+    /// Issue 29: `serve --print-socket` says where the broker listens and serves nothing (what
+    /// the README's recipes bind; ReadmeRecipesTests checks the path with and without /run/user).
+    @Test func printSocketIsAFlag() throws {
+        let plain = try #require(try parse(["serve"]).verb as? ServeCommand)
+        #expect(!plain.printSocket)
+        let printing = try #require(try parse(["serve", "--socket", "/srv/b.sock", "--print-socket"]).verb as? ServeCommand)
+        #expect(printing.printSocket && printing.options.socket == "/srv/b.sock")
+        #expect(throws: CredentialError.usage("option --print-socket takes no value")) { try parse(["serve", "--print-socket=yes"]) }
+    }
+
     @Test func everyOptionAndRepeatedAllowUID() throws {
         guard let o = try serveOptions(["--profile", "work", "serve", "--socket", "/tmp/x/b.sock", "--idle-exit=30",
                                               "--allow-uid", "1001", "--allow-uid=0"]) else { Issue.record("not serve"); return }

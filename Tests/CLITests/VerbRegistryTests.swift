@@ -30,7 +30,7 @@ import Testing
         ("usage", "usage [--json] [--all]"),
         ("refresh", "refresh [--all] [--if-idle DAYS]"),
         ("exec", "exec -- CMD [ARG…]"),
-        ("serve", "serve [--socket PATH] [--idle-exit SECONDS] [--allow-uid UID]…"),
+        ("serve", "serve [--socket PATH] [--idle-exit SECONDS] [--allow-uid UID]… [--print-socket]"),
         ("help", "help [VERB]"),
         ("sink", "sink [--format codex|chatmock|token|env|json] [--path PATH] [--take-over] [--on-change CMD] [--json] add|list|remove|run [PATH]"),
         ("version", "version"),

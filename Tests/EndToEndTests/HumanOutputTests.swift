@@ -124,4 +124,30 @@ import Testing
         #expect(r.status == 0, "\(r.stderr)")
         #expect(!r.stderr.contains("Waiting for approval") && !r.stderr.contains("\r") && !r.stderr.contains("\u{1B}"), "\(r.stderr)")
     }
+
+    /// Issue 29: a failure naming a network address says where the address came from when a
+    /// variable overrides the default (exit 4, temporary); `-v` names the store and its path.
+    @Test func anOverriddenAddressIsNamedWithItsVariableAndVerboseNamesTheStore() throws {
+        let issuer = try TestIssuer()
+        let s = Sandbox(bus: .none, store: "file")
+        _ = try s.storeSeeded(issuer)
+        // Nothing listens on port 1 of the loopback address.
+        let dead = "http://127.0.0.1:1"
+        let refresh = s.run(["--no-cache", "get", "--force-refresh"], env: ["CHATGPT_CREDENTIAL_ISSUER": dead])
+        #expect(refresh.status == 0 || refresh.status == 4, "\(refresh.stderr)") // the stored token may still be printed
+        #expect(refresh.stderr.contains("cannot reach \(dead)") && refresh.stderr.contains("set by CHATGPT_CREDENTIAL_ISSUER, overriding the default https://auth.openai.com"),
+                "\(refresh.stderr)")
+        s.forgetSharedBackoff()
+        let usage = s.run(["usage"], env: ["CHATGPT_CREDENTIAL_BACKEND": dead + "/backend-api"])
+        #expect(usage.status == 4, "exit 4 (temporary): \(usage.stderr)")
+        #expect(usage.stderr.contains("cannot reach \(dead)") && usage.stderr.contains("set by CHATGPT_CREDENTIAL_BACKEND, overriding the default https://chatgpt.com/backend-api"),
+                "\(usage.stderr)")
+        #expect(!usage.stderr.contains("CHATGPT_CREDENTIAL_ISSUER"), "\(usage.stderr)")
+
+        let verbose = s.run(["-v", "--no-cache", "get"])
+        #expect(verbose.status == 0, "\(verbose.stderr)")
+        #expect(verbose.stderr.contains("read from the encrypted file \(s.dataDir)/\(s.profile).age"), "\(verbose.stderr)")
+        let cached = s.run(["-v", "get"])
+        #expect(cached.stderr.contains("the encrypted file \(s.dataDir)/\(s.profile).age"), "\(cached.stderr)")
+    }
 }

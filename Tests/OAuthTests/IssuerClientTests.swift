@@ -157,6 +157,10 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
             try IssuerConfig(setting: "http://example.com")
         }
         #expect(IssuerConfig.default.deviceRedirectURI == "https://auth.openai.com/deviceauth/callback")
+        // Where an address came from is said only when a variable overrides the default (issue 29).
+        #expect(IssuerConfig.default.service.originNote(defaultURL: "https://auth.openai.com") == nil)
+        #expect(try IssuerConfig(setting: "http://127.0.0.1:5").service.originNote(defaultURL: "https://auth.openai.com")
+                == "set by CHATGPT_CREDENTIAL_ISSUER, overriding the default https://auth.openai.com")
     }
 
     @Test func rejectedValueIsSanitizedInMessage() {

@@ -320,6 +320,17 @@ func isStoreFailure(_ e: CredentialError) -> Bool { if case .storeFailure = e { 
         wrongWriter.promptPassphrase = { _ in SecretBytes(copying: "nope".utf8) }
         expectStoreError(isWrongKey) { try wrongWriter.write(.default, bytes: secretB) }
         #expect(sb.bytes(path) == before)
+        // Issue 29: a terminal is asked three times; the last word is "try again", never erase.
+        var asked: [String] = []
+        let thrice = sb.store(interactive: true)
+        thrice.promptPassphrase = { prompt in asked.append(prompt); return SecretBytes(copying: "nope".utf8) }
+        expectStoreError({ isWrongKey($0) && $0.message.contains("try again") && !$0.message.contains("erase") }) { _ = try thrice.readBytes(.default) }
+        #expect(asked.count == 3, "\(asked)")
+        #expect(asked.dropFirst().allSatisfy { $0.hasPrefix("Wrong passphrase; try again") }, "\(asked)")
+        var answers = ["nope", "still not", "correct horse"]
+        let third = sb.store(interactive: true)
+        third.promptPassphrase = { _ in SecretBytes(copying: answers.removeFirst().utf8) }
+        #expect(try third.readBytes(.default) == secretA, "the third try opens it")
         let right = sb.store(interactive: true)
         var prompts = 0
         right.promptPassphrase = { prompt in prompts += 1; #expect(prompt.contains(path)); return SecretBytes(copying: "correct horse".utf8) }
