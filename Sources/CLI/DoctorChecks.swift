@@ -89,30 +89,34 @@ struct DoctorChecks {
         let name = "file-store"
         guard let dir = paths.dataDirectory else { return .ok(name, "not used: neither HOME nor XDG_DATA_HOME is set") }
         guard let dirStat = Self.look(dir) else { return .ok(name, "no encrypted file yet (\(dir) is made when one is needed)") }
+        // The store's own read checks (what AgeFileStore.passesReadChecks asks), so what it would
+        // refuse is exactly what fails here.
         var problems: [(String, String)] = []
-        if dirStat.st_mode & S_IFMT != S_IFDIR {
-            problems.append(("\(dir) is not a directory", "move it away: mv \(Self.quoted(dir)) \(Self.quoted(dir + ".old"))"))
-        } else if dirStat.st_uid != geteuid() {
-            problems.append(("\(dir) belongs to uid \(dirStat.st_uid)", "run as its owner, or set XDG_DATA_HOME to a directory of your own"))
-        } else if dirStat.st_mode & 0o022 != 0 {
-            problems.append(("\(dir) is mode \(Self.octal(dirStat)), writable by others", "chmod 700 \(Self.quoted(dir))"))
+        func refuses(_ path: String, _ check: () throws -> Bool) {
+            do { _ = try check() } catch let e as CredentialError {
+                if case .permissionsTooOpen(let loose) = e {
+                    let isDirectory = loose.hasSuffix("/")
+                    let mode = Self.look(path).map(Self.octal) ?? "?"
+                    problems.append(("\(path) is mode \(mode), open to others (refused)", "chmod \(isDirectory ? "700" : "600") \(Self.quoted(path))"))
+                } else {
+                    problems.append((Sanitize.line(e.message), "move it out of the way: mv \(Self.quoted(path)) \(Self.quoted(path + ".old"))"))
+                }
+            } catch {
+                problems.append(("\(path): \(error)", "move it out of the way: mv \(Self.quoted(path)) \(Self.quoted(path + ".old"))"))
+            }
         }
+        refuses(dir) { try AtomicFile.checkDirectory(dir, create: false) }
         let files = Self.entries(dir).filter { $0.hasSuffix(".age") }.sorted()
         for file in files {
             let path = dir + "/" + file
-            guard let st = Self.look(path) else { continue }
-            if st.st_mode & 0o077 != 0 {
-                problems.append(("\(path) is mode \(Self.octal(st)), readable by others (refused)", "chmod 600 \(Self.quoted(path))"))
-            }
+            refuses(path) { try AtomicFile.checkFile(path) }
         }
         var keyWords = "no key file (a passphrase file, or none yet)"
         if let key = paths.identityFile, let st = Self.look(key) {
             keyWords = "key \(key) \(Self.octal(st))"
-            if st.st_mode & S_IFMT != S_IFREG {
-                problems.append(("the key \(key) is not a regular file", "move it away: mv \(Self.quoted(key)) \(Self.quoted(key + ".old"))"))
-            } else if st.st_mode & 0o077 != 0 {
-                problems.append(("the key \(key) is mode \(Self.octal(st)), readable by others (refused)", "chmod 600 \(Self.quoted(key))"))
-            }
+            let keyDir = AtomicFile.split(key).dir
+            refuses(keyDir) { try AtomicFile.checkDirectory(keyDir, create: false) }
+            refuses(key) { try AtomicFile.checkFile(key) }
         }
         if !problems.isEmpty {
             return .fail(name, problems.map(\.0).joined(separator: "; "), problems.map(\.1).joined(separator: "; "))
@@ -136,13 +140,14 @@ struct DoctorChecks {
         let name = "lock-directory"
         let dir = paths.lockDirectory()
         guard let st = Self.look(dir) else { return .ok(name, "\(dir) (made on first use)") }
-        guard st.st_mode & S_IFMT == S_IFDIR else {
+        // The lock's own rule (LockDirectory.problem), not a copy of it.
+        switch LockDirectory.problem(st) {
+        case nil: break
+        case .notADirectory:
             return .fail(name, "\(dir) is not a directory (refused)", "remove it: rm \(Self.quoted(dir))")
-        }
-        guard st.st_uid == geteuid() else {
-            return .fail(name, "\(dir) belongs to uid \(st.st_uid) (refused)", "have its owner or root remove it: rm -r \(Self.quoted(dir))")
-        }
-        guard st.st_mode & 0o077 == 0 else {
+        case .otherOwner(let uid):
+            return .fail(name, "\(dir) belongs to uid \(uid) (refused)", "have its owner or root remove it: rm -r \(Self.quoted(dir))")
+        case .openToOthers:
             return .fail(name, "\(dir) is mode \(Self.octal(st)): other users may use it (refused, exit 5)", "chmod 700 \(Self.quoted(dir))")
         }
         return .ok(name, "\(dir), yours, mode \(Self.octal(st))")
@@ -190,7 +195,8 @@ struct DoctorChecks {
 
     /// The user units and where systemd looks for them (systemd.unit(5), user unit search path).
     static let units = ["chatgpt-credential.socket", "chatgpt-credential.service",
-                        "chatgpt-credential-refresh.timer", "chatgpt-credential-refresh.service"]
+                        "chatgpt-credential-refresh.timer", "chatgpt-credential-refresh.service",
+                        "chatgpt-credential-sinks.service"]
 
     /// Where systemd looks for user units (systemd.unit(5)), and where `enable` puts its links.
     var unitDirectories: (search: [String], enabling: [String]) {
@@ -210,7 +216,9 @@ struct DoctorChecks {
             searchPath.first { dir in Self.look(dir + "/" + unit).map { $0.st_mode & S_IFMT != S_IFLNK || access(dir + "/" + unit, F_OK) == 0 } ?? false }
         }
         let found = Self.units.compactMap { u in installed(u).map { (u, $0) } }
-        let wants = [("chatgpt-credential.socket", "sockets.target.wants"), ("chatgpt-credential-refresh.timer", "timers.target.wants")]
+        // Each enable-able unit and where its [Install] WantedBy= puts the link.
+        let wants = [("chatgpt-credential.socket", "sockets.target.wants"), ("chatgpt-credential-refresh.timer", "timers.target.wants"),
+                     ("chatgpt-credential-sinks.service", "default.target.wants")]
         var enabled: [String] = []
         for (unit, dir) in wants {
             for base in enabling {

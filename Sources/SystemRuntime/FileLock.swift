@@ -189,18 +189,33 @@ public enum LockDirectory {
         return fd
     }
 
-    /// The rule alone, for a directory's stat: a directory, this user's, no group/other bits.
+    /// Why a directory's stat fails the lock directory's rule (a directory, this user's, no
+    /// group/other bits); `check` refuses it and `doctor` reports it.
+    public enum Problem: Equatable, Sendable {
+        case notADirectory
+        case otherOwner(uid_t)
+        case openToOthers(mode_t)
+    }
+
+    /// The rule alone: nil when `st` passes it.
+    public static func problem(_ st: stat) -> Problem? {
+        if st.st_mode & S_IFMT != S_IFDIR { return .notADirectory }
+        if st.st_uid != geteuid() { return .otherOwner(st.st_uid) }
+        if st.st_mode & 0o077 != 0 { return .openToOthers(st.st_mode & 0o777) }
+        return nil
+    }
+
     static func check(_ st: stat, _ dir: String) throws {
-        guard st.st_mode & S_IFMT == S_IFDIR else {
+        switch problem(st) {
+        case nil: return
+        case .notADirectory:
             throw CredentialError.storeFailure("the lock directory \(dir) is not a directory; refusing to use it: remove it")
-        }
-        guard st.st_uid == geteuid() else {
+        case .otherOwner(let uid):
             throw CredentialError.storeFailure(
-                "the lock directory \(dir) belongs to another user (uid \(st.st_uid)); refusing to use it: have it removed, or run as its owner")
-        }
-        guard st.st_mode & 0o077 == 0 else {
+                "the lock directory \(dir) belongs to another user (uid \(uid)); refusing to use it: have it removed, or run as its owner")
+        case .openToOthers(let mode):
             throw CredentialError.storeFailure(
-                "the lock directory \(dir) may be used by other users (mode \(String(st.st_mode & 0o777, radix: 8))); refusing to use it: remove it")
+                "the lock directory \(dir) may be used by other users (mode \(String(mode, radix: 8))); refusing to use it: remove it")
         }
     }
 }

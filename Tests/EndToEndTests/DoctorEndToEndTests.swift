@@ -224,6 +224,21 @@ import Glibc
             try h.expectAllOK("after chmod 600 on the key")
         }
 
+        // The data directory open to its group (0750): the store refuses to read from it (exit 5),
+        // so the check fails too — the store's own rule, not a looser copy; advice chmod 700.
+        do {
+            let dir = h.s.dataDir
+            try #require(chmod(dir, 0o750) == 0)
+            let refused = h.run(["--profile", h.fileProfile, "get"])
+            #expect(refused.status == 5, "\(refused.stderr)")
+            let (status, checks) = try h.doctor()
+            #expect(status == 1)
+            let advice = h.expectOnly(["file-store": "fail"], checks)
+            #expect(advice["file-store"] == "chmod 700 \(dir)", "\(advice)")
+            #expect(h.sh(try #require(advice["file-store"])).status == 0)
+            try h.expectAllOK("after chmod 700 on the data directory")
+        }
+
         // The lock directory writable by the group: refused, so it fails; advice chmod 700.
         do {
             try #require(chmod(h.realRuntimeDir, 0o770) == 0)
@@ -365,11 +380,12 @@ import Glibc
         do {
             let units = h.s.env["XDG_CONFIG_HOME"]! + "/systemd/user"
             try FileManager.default.createDirectory(atPath: units + "/timers.target.wants", withIntermediateDirectories: true)
-            for name in ["chatgpt-credential.socket", "chatgpt-credential.service.in", "chatgpt-credential-refresh.timer", "chatgpt-credential-refresh.service.in"] {
+            for name in ["chatgpt-credential.socket", "chatgpt-credential.service.in", "chatgpt-credential-refresh.timer", "chatgpt-credential-refresh.service.in",
+                         "chatgpt-credential-sinks.service.in"] {
                 try FileManager.default.copyItem(atPath: Harness.repoRoot + "/systemd/" + name, toPath: units + "/" + name.replacingOccurrences(of: ".in", with: ""))
             }
             var (_, checks) = try h.doctor()
-            #expect(checks.first { $0.name == "systemd-units" }?.detail.contains("not enabled: chatgpt-credential.socket, chatgpt-credential-refresh.timer") == true, "\(checks)")
+            #expect(checks.first { $0.name == "systemd-units" }?.detail.contains("not enabled: chatgpt-credential.socket, chatgpt-credential-refresh.timer, chatgpt-credential-sinks.service") == true, "\(checks)")
             try h.expectAllOK("installed, not enabled")
             let link = units + "/timers.target.wants/chatgpt-credential-refresh.timer"
             try #require(symlink(units + "/chatgpt-credential-refresh.timer", link) == 0)
@@ -389,7 +405,8 @@ import Glibc
             try #require(unlink(socketLink) == 0) // what systemctl --user disable does
             try h.expectAllOK("the socket unit disabled")
             // The units removed (the package uninstalled) with the timer still enabled.
-            for name in ["chatgpt-credential.socket", "chatgpt-credential.service", "chatgpt-credential-refresh.timer", "chatgpt-credential-refresh.service"] {
+            for name in ["chatgpt-credential.socket", "chatgpt-credential.service", "chatgpt-credential-refresh.timer", "chatgpt-credential-refresh.service",
+                         "chatgpt-credential-sinks.service"] {
                 try FileManager.default.removeItem(atPath: units + "/" + name)
             }
             let (status, broken) = try h.doctor()
