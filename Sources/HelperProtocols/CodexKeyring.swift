@@ -26,11 +26,7 @@ public enum CodexKeyring {
     ///     CodexKeyring.account(canonicalHome: "/home/ann/.codex")  // "cli|" + 16 hex digits
     public static func account(canonicalHome: String) -> String {
         let digest = Sodium.sha256(Array(canonicalHome.utf8))
-        let hex = digest.prefix(8).map { b in
-            let digits = Array("0123456789abcdef")
-            return String([digits[Int(b >> 4)], digits[Int(b & 0x0f)]])
-        }.joined()
-        return "cli|" + hex
+        return "cli|" + Hex.encode(digest.prefix(8))
     }
 
     /// The attribute sets to look for, in order: `account` (what Codex's store names it), then

@@ -248,10 +248,7 @@ public enum AtomicFile {
     /// The temp file name beside `BASE`: `.BASE.tmp-PID-HEX`, HEX being the 6 random bytes as
     /// 12 lower-case hex digits.
     package static func tempName(base: String, pid: Int32, random: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var hex: [UInt8] = []
-        for b in random { hex += [digits[Int(b >> 4)], digits[Int(b & 15)]] }
-        return ".\(base).tmp-\(pid)-" + String(decoding: hex, as: UTF8.self)
+        ".\(base).tmp-\(pid)-" + Hex.encode(random)
     }
 
     /// The writer's PID when `name` is exactly a temp name of `base` (`tempName`), else nil.

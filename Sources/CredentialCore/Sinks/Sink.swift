@@ -101,10 +101,7 @@ public enum SinkRendering {
 
     /// SHA-256 of `bytes`, lower-case hex: what a sink's digest is made of.
     public static func digest(_ bytes: UnsafeRawBufferPointer) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var hex: [UInt8] = []
-        for b in Sodium.sha256(bytes) { hex += [digits[Int(b >> 4)], digits[Int(b & 15)]] }
-        return String(decoding: hex, as: UTF8.self)
+        Hex.encode(Sodium.sha256(bytes))
     }
 
     public static func digest(_ bytes: borrowing SecretBytes) -> String { bytes.withUnsafeBytes { digest($0) } }

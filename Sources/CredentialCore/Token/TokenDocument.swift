@@ -183,7 +183,7 @@ public struct TokenDocument: CredentialTimes, Equatable, Sendable {
         if storedAt > 0 { members.append(("stored_at", .string(Clock.rfc3339(storedAt)))) }
         if !sinks.isEmpty { members.append(("sinks", .array(sinks.map { $0.json() }))) }
         if !spentRefreshDigests.isEmpty {
-            members.append((Self.spentDigestsKey, .array(spentRefreshDigests.map { .string(Self.hex($0)) })))
+            members.append((Self.spentDigestsKey, .array(spentRefreshDigests.map { .string(Hex.encode($0)) })))
         }
         return .object(members)
     }
@@ -224,29 +224,8 @@ public struct TokenDocument: CredentialTimes, Equatable, Sendable {
         return document
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef")
-        return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0f)]] })
-    }
-
     /// 32 bytes from 64 hex digits, else nil.
     static func unhex(_ text: String) -> [UInt8]? {
-        let chars = Array(text.utf8)
-        guard chars.count == 64 else { return nil }
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
-            default: return nil
-            }
-        }
-        var out: [UInt8] = []
-        out.reserveCapacity(32)
-        for i in stride(from: 0, to: 64, by: 2) {
-            guard let hi = nibble(chars[i]), let lo = nibble(chars[i + 1]) else { return nil }
-            out.append(hi << 4 | lo)
-        }
-        return out
+        text.utf8.count == 64 ? Hex.decode(text) : nil
     }
 }
