@@ -223,16 +223,7 @@ final class FullBacklog: @unchecked Sendable {
         var sa = Self.address(directory + "/broker.sock")
         let rc = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
         guard rc == 0, listen(listener, 0) == 0 else { throw CredentialError.failure("bind/listen: \(errno)") }
-        while fillers.count < 64 {
-            let f = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-            let r = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(f, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
-            if r == 0 { fillers.append(f); continue }
-            let code = errno
-            close(f)
-            guard code == EAGAIN else { throw CredentialError.failure("filling the backlog: errno \(code)") }
-            break
-        }
-        guard !fillers.isEmpty, fillers.count < 64 else { throw CredentialError.failure("the backlog did not fill (\(fillers.count) connections)") }
+        fillers = try fillBacklog(at: directory + "/broker.sock")
     }
 
     static func address(_ path: String) -> sockaddr_un {

@@ -75,19 +75,6 @@ import Glibc
 
     // MARK: bubblewrap
 
-    /// Directories outside /usr that the binary's shared libraries live in (a toolchain's Swift
-    /// runtime in a debug build), bound read-only so that the binary can start in the sandbox.
-    static let libraryDirectories: [String] = {
-        let r = Harness.run("/usr/bin/ldd", [Harness.binary], env: ["PATH": "/usr/bin:/bin"])
-        var dirs: [String] = []
-        for line in r.stdout.split(separator: "\n") {
-            guard let arrow = line.range(of: "=> /") else { continue }
-            let path = String(line[line.index(arrow.lowerBound, offsetBy: 3)...].split(separator: " ")[0])
-            let dir = (path as NSString).deletingLastPathComponent
-            if !dir.hasPrefix("/usr/"), !dir.hasPrefix("/lib"), !dirs.contains(dir) { dirs.append(dir) }
-        }
-        return dirs
-    }()
 
     /// Runs `command` in a sandbox that holds /usr (read-only), the binary under its three names
     /// in /app, and the broker's socket at /run/broker.sock: no home, no XDG directories, no
@@ -100,7 +87,7 @@ import Glibc
         var args = ["--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
                     "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
                     "--unshare-all", "--die-with-parent"]
-        for dir in libraryDirectories { args += ["--ro-bind", dir, dir] }
+        for dir in Harness.libraryDirectories { args += ["--ro-bind", dir, dir] }
         args += ["--ro-bind", Harness.binary, "/app/chatgpt-credential",
                  "--symlink", "chatgpt-credential", "/app/git-credential-chatgpt",
                  "--symlink", "chatgpt-credential", "/app/docker-credential-chatgpt",
@@ -292,21 +279,8 @@ import Glibc
         defer { close(listener) }
         #expect(listen(listener, 0) == 0)
         // Fill the backlog: non-blocking connects until one says EAGAIN.
-        var fillers: [Int32] = []
+        let fillers = try fillBacklog(at: path)
         defer { fillers.forEach { close($0) } }
-        var sa = sockaddr_un()
-        sa.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &sa.sun_path) { dst in for (i, b) in path.utf8.enumerated() { dst[i] = b } }
-        while fillers.count < 64 {
-            let f = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-            let r = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(f, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
-            if r == 0 { fillers.append(f); continue }
-            let code = errno
-            close(f)
-            try #require(code == EAGAIN, "filling the backlog: errno \(code)")
-            break
-        }
-        try #require(!fillers.isEmpty && fillers.count < 64, "the backlog did not fill")
 
         let client = try Background(Harness.binary, ["--broker", "unix:" + path, "get"], env: ["PATH": "/usr/bin:/bin", "SWIFT_BACKTRACE": "enable=no"])
         // Half a second with the backlog full: still waiting, not failed.

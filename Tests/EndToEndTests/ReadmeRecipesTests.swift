@@ -80,7 +80,7 @@ import Glibc
         script += "test \"$(chatgpt-credential serve --print-socket)\" = \"\(withRunUser ? "/run/user/$(id -u)/chatgpt-credential" : "/tmp/chatgpt-credential-$(id -u)")/broker.sock\" || exit 92\n"
         // The debug build's Swift runtime (a packaged binary links it statically): where the
         // loader finds it inside the sandbox too, under /usr, through LD_LIBRARY_PATH.
-        for dir in Self.runtimeDirectories.prefix(1) { script += "mount --bind \(dir) /usr/local/src && export LD_LIBRARY_PATH=/usr/local/src || exit 93\n" }
+        for dir in Harness.libraryDirectories.prefix(1) { script += "mount --bind \(dir) /usr/local/src && export LD_LIBRARY_PATH=/usr/local/src || exit 93\n" }
         script += "cd \"$HOME\"\n"
         for (i, b) in blocks.enumerated() {
             let file = root + "/block-\(i).sh"
@@ -98,18 +98,6 @@ import Glibc
                            env: env, timeout: 120)
     }
 
-    /// Directories of libraries the binary loads from outside /usr (the toolchain's Swift runtime).
-    static let runtimeDirectories: [String] = {
-        let r = Harness.run("/usr/bin/ldd", [Harness.binary], env: ["PATH": "/usr/bin:/bin"])
-        var dirs: [String] = []
-        for line in r.stdout.split(separator: "\n") {
-            guard let arrow = line.range(of: "=> /") else { continue }
-            let path = String(line[line.index(arrow.lowerBound, offsetBy: 3)...].split(separator: " ")[0])
-            let dir = (path as NSString).deletingLastPathComponent
-            if !dir.hasPrefix("/usr/"), !dir.hasPrefix("/lib"), !dirs.contains(dir) { dirs.append(dir) }
-        }
-        return dirs
-    }()
 
     static var canUnshare: Bool {
         geteuid() == 0 && Harness.run("/usr/bin/unshare", ["--mount", "--pid", "--fork", "true"], env: ["PATH": "/usr/bin:/bin"]).status == 0
@@ -219,7 +207,7 @@ import Glibc
         let text = block.text.replacingOccurrences(of: "<HOST>", with: "readme-host").replacingOccurrences(of: "<REMOTE_HOME>", with: root + "/remote")
         #expect(Self.placeholders(text).isEmpty, "\(text)")
         try text.write(toFile: root + "/ssh.sh", atomically: true, encoding: .utf8)
-        env["LD_LIBRARY_PATH"] = Self.runtimeDirectories.joined(separator: ":")
+        env["LD_LIBRARY_PATH"] = Harness.libraryDirectories.joined(separator: ":")
         var script = "set -u\nmount -t tmpfs -o mode=755 tmpfs /run && mount -t tmpfs -o mode=1777 tmpfs /tmp || exit 90\n"
         if withRunUser { script += "mkdir -p -m 755 /run/user && mkdir -m 700 /run/user/$(id -u) || exit 91\n" }
         // ssh reads ~/.ssh/config from the home in the password database: there, the throwaway home.

@@ -18,6 +18,20 @@ struct RunResult {
 }
 
 enum Harness {
+    /// Directories outside /usr that the binary's shared libraries live in (a toolchain's Swift
+    /// runtime in a debug build), for a sandbox or namespace that must still start the binary.
+    static let libraryDirectories: [String] = {
+        let r = Harness.run("/usr/bin/ldd", [Harness.binary], env: ["PATH": "/usr/bin:/bin"])
+        var dirs: [String] = []
+        for line in r.stdout.split(separator: "\n") {
+            guard let arrow = line.range(of: "=> /") else { continue }
+            let path = String(line[line.index(arrow.lowerBound, offsetBy: 3)...].split(separator: " ")[0])
+            let dir = (path as NSString).deletingLastPathComponent
+            if !dir.hasPrefix("/usr/"), !dir.hasPrefix("/lib"), !dirs.contains(dir) { dirs.append(dir) }
+        }
+        return dirs
+    }()
+
     /// Starts `process` as a shell would, with SIGINT, SIGTERM, SIGHUP and SIGQUIT unblocked: the
     /// test runner's threads block most signals, and a child inherits the mask of the thread
     /// that starts it.
