@@ -50,7 +50,7 @@ enum SinkKeeping {
         for r in rewrites {
             do {
                 let outcome = try r.bytes.withUnsafeBytes { raw in
-                    try SinkFile.replace(r.after.path, with: SecretBytes(copying: raw), isOurs: r.before.isOurs)
+                    try SinkFile.replace(r.after.path, with: raw, isOurs: r.before.isOurs)
                 }
                 report(r.after, .file(outcome))
             } catch let e as CredentialError {

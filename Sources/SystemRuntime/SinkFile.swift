@@ -89,10 +89,16 @@ public enum SinkFile {
     /// unlinked; anything else is swapped back, so a write by another program is never lost (if it
     /// wrote again in between, its newer file is what stays).
     public static func replace(_ path: String, with bytes: borrowing SecretBytes, isOurs: (String) -> Bool) throws -> Outcome {
+        try bytes.withUnsafeBytes { try replace(path, with: $0, isOurs: isOurs) }
+    }
+
+    /// `replace` from bytes the caller holds in guarded memory (a planned rewrite's token), without
+    /// a copy of them.
+    public static func replace(_ path: String, with bytes: UnsafeRawBufferPointer, isOurs: (String) -> Bool) throws -> Outcome {
         let (dir, _) = AtomicFile.split(path)
         guard try checkDirectory(dir, create: false) else { return .absent }
         let ours = SinkRendering.digest(bytes)
-        let tmp = try bytes.withUnsafeBytes { try AtomicFile.writeTemp($0, beside: path) }
+        let tmp = try AtomicFile.writeTemp(bytes, beside: path)
         if cs_rename_exchange(tmp, path) != 0 {
             let e = errno
             if e == ENOENT { unlink(tmp); return .absent }
