@@ -43,6 +43,8 @@ UNITS       := chatgpt-credential.socket chatgpt-credential.service \
 # own symbols in the dynamic symbol table (that no library looks up) for ld.so and the runtime's
 # dladdr() to walk. --gc-sections is SwiftPM's own for release builds. The binary stays PIE: a
 # non-PIE link measured ~0.1 ms faster but puts the whole image at a fixed address (SECURITY.md).
+# `--version` and a warm `get` do not wait for any of the Swift runtime's start: CWarmPath answers
+# them from .preinit_array (ARCHITECTURE.md, "The warm path"), so what they pay is the loader's.
 START_UP_LINK  := -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic
 STATIC_LIB_DIR := $(CURDIR)/.build/static-libs
 STATIC_LIBGCC  := $(if $(wildcard $(shell $(CC) -print-file-name=libgcc_eh.a 2>/dev/null)),-Xswiftc -Xclang-linker -Xswiftc -static-libgcc)

@@ -45,7 +45,8 @@ let storesClients = ["Credentials", "TestSupport", "StoresTests", "CredentialsTe
 //   CLI               <- CredentialCore, SystemRuntime, OAuth, UsageBackend, SignIn, HelperProtocols, Credentials,
 //                        AccessCache, Broker, Secrets, CSystemShims   the command line, verbs, output formats
 //                                                    (hands Credentials the stores' settings; cannot import Stores)
-//   chatgpt-credential <- CLI, CredentialCore, SystemRuntime, Secrets, CSystemShims   argv -> Invocation -> Runner -> exit
+//   CWarmPath         <- CKeyring, CSystemShims       --version and a warm `get`, from .preinit_array (C, before the Swift runtime)
+//   chatgpt-credential <- CLI, CredentialCore, SystemRuntime, Secrets, CSystemShims, CWarmPath   argv -> Invocation -> Runner -> exit
 //   CommandLineDocs   <- CLI, HelperProtocols          the completions and the man page's generated regions (make docs)
 //   ccred-docs        <- CommandLineDocs               make docs: writes them (not installed)
 let package = Package(
@@ -104,7 +105,11 @@ let package = Package(
             dependencies: ["CredentialCore", "SystemRuntime", "OAuth", "UsageBackend", "SignIn", "HelperProtocols", "Credentials", "AccessCache", "Broker", "Secrets", "CSystemShims"]
         ),
         // argv -> Invocation -> run -> exit code.
-        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "SystemRuntime", "Secrets", "CSystemShims"]),
+        // `--version` and a `get` from a fresh access-cache entry, answered from the executable's
+        // .preinit_array before the Swift runtime starts (ARCHITECTURE.md, "The warm path").
+        // Only the executable links it: nothing calls it, the loader runs it.
+        .target(name: "CWarmPath", dependencies: ["CKeyring", "CSystemShims"]),
+        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "SystemRuntime", "Secrets", "CSystemShims", "CWarmPath"]),
         // The completions and the man page's synopsis and option lists, written from the verbs'
         // registry by `make docs` (ccred-docs) and checked by DocsTests; never shipped.
         .target(name: "CommandLineDocs", dependencies: ["CLI", "HelperProtocols"]),

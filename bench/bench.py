@@ -495,6 +495,10 @@ def startup_bench(binary, env, work, store):
     (file and Secret Service stores) and client mode `get` through a running broker, for the built
     binary and for every --compare candidate. Returns (rows, lines of the report)."""
     floor = build_floor(work)
+    # The rows run as a person's shell runs them: no CHATGPT_CREDENTIAL_ISSUER (the bench's test
+    # issuer is for the stores and refreshes above; a warm `get` sends nothing to an issuer, and
+    # with the variable set the warm path leaves it to the Swift path, which checks it first).
+    run_env = {k: v for k, v in env.items() if k != "CHATGPT_CREDENTIAL_ISSUER"}
     profile, ss_profile = "startfile", "startss"
     store(profile, "file", 86400)
     store(ss_profile, "secret-service", 86400)
@@ -525,17 +529,17 @@ def startup_bench(binary, env, work, store):
                       (STARTUP_SS + label, [b, "--store", "secret-service", "--profile", ss_profile, "get"], None),
                       (STARTUP_CLIENT + label, [b, "--broker", f"unix:{sock}", "--profile", profile, "get"], None)]
         for _, argv, _ in cases[1:] + cases[:1]:
-            subprocess.run(argv, env=env, check=True, capture_output=True)  # each answers (and fills) before it is timed
-        res = measure(cases, env, shell=False, runs=STARTUP_RUNS, warmup=WARMUP, rounds=STARTUP_ROUNDS, rss_runs=1)
+            subprocess.run(argv, env=run_env, check=True, capture_output=True)  # each answers (and fills) before it is timed
+        res = measure(cases, run_env, shell=False, runs=STARTUP_RUNS, warmup=WARMUP, rounds=STARTUP_ROUNDS, rss_runs=1)
         for name, argv, _ in cases:
-            res[name]["faults"], res[name]["rss_kib"], fails = faults_and_rss(argv, env, FAULT_RUNS)
+            res[name]["faults"], res[name]["rss_kib"], fails = faults_and_rss(argv, run_env, FAULT_RUNS)
             res[name]["failures"] += fails
         # CPU time in rounds too, the order rotating, so that drift hits every row alike.
         cpu = {name: [] for name, _, _ in cases}
         for r in range(CPU_ROUNDS):
             k = r % len(cases)
             for name, argv, _ in cases[k:] + cases[:k]:
-                cpu[name].append(cpu_time(argv, env, CPU_RUNS))
+                cpu[name].append(cpu_time(argv, run_env, CPU_RUNS))
         for name in cpu:
             known = [x for x in cpu[name] if x is not None]
             res[name]["cpu_ms"] = statistics.median(known) if known else None
@@ -567,7 +571,7 @@ def startup_bench(binary, env, work, store):
                   "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"])
     for label, path in [("floor", floor)] + [(f"chatgpt-credential{label}", b) for label, b in binaries]:
         e = elf_facts(path)
-        relocs, share, _ = loader_statistics([path, "--version"] if path != floor else [path, description], env)
+        relocs, share, _ = loader_statistics([path, "--version"] if path != floor else [path, description], run_env)
         lines.append(f"| {label} | {e['kind']} | {e['size']} | {e['rela']} | {e['relr']} | {e['plt']} | {e['listed']} | "
                      f"{relocs if e['kind'] != 'static' else '—'} | {f'{share:.1f}%' if share is not None else '—'} | {', '.join(e['needed']) or '—'} |")
     lines.append("")

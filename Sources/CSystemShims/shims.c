@@ -9,7 +9,9 @@ static int have_original_core;
 
 int cs_harden_process(void) {
     int rc = 0;
-    if (getrlimit(RLIMIT_CORE, &original_core) == 0) {
+    /* The limit the process started with is recorded once: the warm path (CWarmPath) may have
+     * hardened the process already before handing it to main.swift, which calls this again. */
+    if (have_original_core || getrlimit(RLIMIT_CORE, &original_core) == 0) {
         have_original_core = 1;
         /* Only the soft limit: the hard one stays, so `exec`'s child can get its own limit back. */
         struct rlimit none = {0, original_core.rlim_max};

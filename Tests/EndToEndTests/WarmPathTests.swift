@@ -1,0 +1,254 @@
+import Foundation
+import Testing
+import CLI
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The warm path (ARCHITECTURE.md, "The warm path"; CWarmPath): `--version` and a `get` from a
+/// fresh access-cache entry answered before the Swift runtime starts, and every other case left
+/// to the Swift path as if the warm path were not there.
+///
+/// Which path answered is read from the process itself: the Swift runtime, when it starts, says
+/// "swift runtime: unknown backtracing setting 'warm-path-probe'" on stderr for the setting this
+/// suite puts in SWIFT_BACKTRACE. A run whose stderr lacks that line never started the runtime.
+@Suite(.serialized) struct WarmPathTests {
+    static let probe = "enable=no,warm-path-probe=1"
+    static let runtimeStarted = "unknown backtracing setting 'warm-path-probe'"
+    static let keyctl = "/usr/bin/keyctl"
+
+    /// A file-store sandbox signed in through `store` with a token of `lifetime` seconds, no issuer
+    /// set (a warm `get` needs none), the probe in SWIFT_BACKTRACE, and its entry filled.
+    static func signedIn(lifetime: Int64 = 3600, bus: Sandbox.Bus = .none, store: String = "file") throws -> (Sandbox, String) {
+        let s = Sandbox(bus: bus, store: store)
+        s.env["SWIFT_BACKTRACE"] = probe
+        let token = makeJWT(exp: Int64(time(nil)) + lifetime)
+        let stored = s.run(["store"], stdin: #"{"access_token":"\#(token)","refresh_token":"rt-\#(s.profile)","id_token":"\#(token)","account_id":"acct-123"}"#)
+        guard stored.status == 0 else { throw WarmPathFailure("store exited \(stored.status): \(stored.stderr)") }
+        return (s, token)
+    }
+
+    /// The profile's file-store entry as `get` names it (the sandbox's directories are real paths).
+    static func fileEntry(_ s: Sandbox) -> String {
+        "chatgpt-credential:v2:\(s.profile):file:\(s.dataDir)/\(s.profile).age"
+    }
+
+    static func keyctl(_ args: [String], stdin: [UInt8]? = nil) -> RunResult {
+        Harness.run(keyctl, args, env: ["PATH": "/usr/bin:/bin"], stdin: stdin)
+    }
+
+    /// A version-2 payload (CachePayload) written as the profile's entry exactly as `get` writes
+    /// one: a `user` key in @u, its timeout set, then owner-only view/read/search/link.
+    static func forgeEntry(_ description: String, token: String, expiresAt: Int64, lastRefresh: Int64,
+                           storedAt: Int64 = 0, trailing: [UInt8] = [], permissions: String = "0x001b0000") throws {
+        let p = payload(token: token, expiresAt: expiresAt, lastRefresh: lastRefresh, storedAt: storedAt) + trailing
+        // The entry in place is replaced as `get` replaces one: removed, then the new one linked.
+        let existing = keyctl(["search", "@u", "user", description])
+        if existing.status == 0 { _ = keyctl(["invalidate", existing.stdout.trimmingCharacters(in: .whitespacesAndNewlines)]) }
+        let added = keyctl(["padd", "user", description, "@u"], stdin: p)
+        let serial = added.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard added.status == 0, !serial.isEmpty else { throw WarmPathFailure("keyctl padd: \(added.stderr)") }
+        for args in [["timeout", serial, "600"], ["setperm", serial, permissions]] {
+            let r = keyctl(args)
+            guard r.status == 0 else { throw WarmPathFailure("keyctl \(args[0]): \(r.stderr)") }
+        }
+    }
+
+    /// A version-2 payload (CachePayload) for an entry of `token`.
+    static func payload(token: String, expiresAt: Int64, lastRefresh: Int64, storedAt: Int64 = 0) -> [UInt8] {
+        var p: [UInt8] = Array("CCA".utf8) + [2]
+        for t in [expiresAt, lastRefresh, storedAt] {
+            let u = UInt64(bitPattern: t)
+            for shift in stride(from: 56, through: 0, by: -8) { p.append(UInt8(truncatingIfNeeded: u >> UInt64(shift))) }
+        }
+        for field in [token, "acct-123", token, "user@example.com", "plus"] {
+            let b = Array(field.utf8)
+            p += [UInt8(b.count >> 8), UInt8(b.count & 0xFF)] + b
+        }
+        return p
+    }
+
+    /// Runs `script` under /bin/sh (for `>&-`) with the sandbox's environment and BIN, the binary.
+    static func shell(_ s: Sandbox, _ script: String, _ extra: [String: String] = [:]) -> RunResult {
+        var env = s.env
+        for (k, v) in extra { env[k] = v }
+        env["BIN"] = Harness.binary
+        return Harness.run("/bin/sh", ["-c", script], env: env)
+    }
+
+    @Test func versionIsAnsweredBeforeTheRuntimeAndIsTheSwiftPathsLine() {
+        let env = ["PATH": "/usr/bin:/bin", "SWIFT_BACKTRACE": Self.probe]
+        let warm = Harness.run(Harness.binary, ["--version"], env: env)
+        #expect(warm.status == 0 && warm.stderr.isEmpty, "the runtime started for --version: \(warm.stderr)")
+        #expect(warm.stdout == "chatgpt-credential \(CommandLineSpec.version)\n")
+        // The Swift path (any second option takes it there) prints the very same line.
+        let swift = Harness.run(Harness.binary, ["--verbose", "--version"], env: env)
+        #expect(swift.stderr.contains(Self.runtimeStarted), "\(swift.stderr)")
+        #expect(swift.status == 0 && swift.stdout == warm.stdout)
+    }
+
+    @Test func aWarmGetIsAnsweredBeforeTheRuntimeWithTheSwiftPathsBytes() throws {
+        let (s, token) = try Self.signedIn()
+        defer { _ = s.run(["erase", "--no-revoke"]) }
+        for args in [["get"], ["--profile", s.profile, "get"], ["--store", "file", "get"], ["--store", "auto", "--profile", s.profile, "get"]] {
+            let warm = s.run(args)
+            #expect(warm.status == 0 && warm.stderr.isEmpty, "\(args): the runtime started: \(warm.stderr)")
+            #expect(warm.stdout == token + "\n", "\(args)")
+        }
+        let swift = s.run(["--verbose", "get"])
+        #expect(swift.stderr.contains(Self.runtimeStarted) && swift.stderr.contains("answered from the access cache"), "\(swift.stderr)")
+        #expect(swift.stdout == token + "\n")
+    }
+
+    @Test func aWarmGetOfTheSecretServiceHowEverItsBusIsSpelled() throws {
+        guard let address = ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"],
+              address.hasPrefix("unix:path="), address.contains(",guid=") else {
+            Issue.record("make test's session bus is a unix:path= address with a guid; got \(ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"] ?? "none")")
+            return
+        }
+        let (s, token) = try Self.signedIn(bus: .inherit, store: "secret-service")
+        defer { _ = s.run(["erase", "--no-revoke"]) }
+        // The keys in another order, `/` escaped: the same bus, so the same entry (man page ACCESS CACHE).
+        let parts = address.split(separator: ",")
+        let path = String(parts[0].dropFirst("unix:path=".count))
+        let respelled = "unix:" + parts[1] + ",path=" + path.replacingOccurrences(of: "/", with: "%2f")
+        for spelling in [address, respelled] {
+            let warm = s.run(["get"], env: ["DBUS_SESSION_BUS_ADDRESS": spelling])
+            #expect(warm.status == 0 && warm.stderr.isEmpty, "\(spelling): the runtime started: \(warm.stderr)")
+            #expect(warm.stdout == token + "\n")
+        }
+        // A bus the warm path does not normalise (two entries) is the Swift path's, with the same answer.
+        let two = s.run(["get"], env: ["DBUS_SESSION_BUS_ADDRESS": address + ";unix:path=/nonexistent"])
+        #expect(two.stderr.contains(Self.runtimeStarted) && two.stdout == token + "\n", "\(two.status): \(two.stderr)")
+    }
+
+    /// The entry is what is printed: a forged one (as `get` would write it) is answered as it is.
+    @Test func theEntryItselfIsWhatTheWarmPathPrints() throws {
+        let (s, token) = try Self.signedIn()
+        defer { _ = s.run(["erase", "--no-revoke"]) }
+        let now = Int64(time(nil))
+        let forged = makeJWT(exp: now + 7200, accountId: "acct-forged")
+        try Self.forgeEntry(Self.fileEntry(s), token: forged, expiresAt: now + 7200, lastRefresh: now)
+        let warm = s.run(["get"])
+        #expect(warm.status == 0 && warm.stderr.isEmpty && warm.stdout == forged + "\n", "\(warm.stderr)")
+        #expect(forged != token)
+
+        // --min-ttl (Codex's auth.command runs `get --min-ttl 900`): an entry valid 1,000 s more
+        // answers 900 here, and for 2,000 it is the Swift path's, which reads the store (3,600 s).
+        try Self.forgeEntry(Self.fileEntry(s), token: forged, expiresAt: now + 1000, lastRefresh: now)
+        let enough = s.run(["get", "--min-ttl", "900"])
+        #expect(enough.status == 0 && enough.stderr.isEmpty && enough.stdout == forged + "\n", "\(enough.stderr)")
+        // (The last one refills the entry from the store, as a miss does.)
+        for (args, printed) in [(["get", "--min-ttl", "+900"], forged), (["get", "--min-ttl=900"], forged),
+                                (["get", "--min-ttl", "2000"], token)] {
+            let r = s.run(args)
+            #expect(r.stderr.contains(Self.runtimeStarted), "\(args): answered before the runtime started")
+            #expect(r.status == 0 && r.stdout == printed + "\n", "\(args): \(r.stderr)")
+        }
+    }
+
+    /// Each entry the Swift path would not serve as it is — expiring within 300 s, idle for 8 days,
+    /// damaged, with other permissions — is left to it: it reads the store and prints the stored token.
+    @Test func anEntryTheSwiftPathWouldNotServeIsLeftToIt() throws {
+        let (s, token) = try Self.signedIn()
+        defer { _ = s.run(["erase", "--no-revoke"]) }
+        let now = Int64(time(nil))
+        let forged = makeJWT(exp: now + 7200, accountId: "acct-forged")
+        let cases: [(String, () throws -> Void)] = [
+            ("expiring within the margin", { try Self.forgeEntry(Self.fileEntry(s), token: forged, expiresAt: now + 299, lastRefresh: now) }),
+            ("idle for 8 days", { try Self.forgeEntry(Self.fileEntry(s), token: forged, expiresAt: now + 7200, lastRefresh: now - 8 * 86400) }),
+            ("stored 8 days ago, no refresh known", { try Self.forgeEntry(Self.fileEntry(s), token: forged, expiresAt: now + 7200, lastRefresh: 0, storedAt: now - 8 * 86400 - 1) }),
+            ("a byte after the last field", { try Self.forgeEntry(Self.fileEntry(s), token: forged, expiresAt: now + 7200, lastRefresh: now, trailing: [0]) }),
+            ("other permissions", { try Self.forgeEntry(Self.fileEntry(s), token: forged, expiresAt: now + 7200, lastRefresh: now, permissions: "0x003b0000") }),
+        ]
+        for (name, forge) in cases {
+            try forge()
+            let r = s.run(["get"])
+            #expect(r.stderr.contains(Self.runtimeStarted), "\(name): answered before the runtime started")
+            #expect(r.status == 0 && r.stdout == token + "\n", "\(name): \(r.status) \(r.stderr)")
+        }
+    }
+
+    /// What a store read would refuse, the warm path does not answer either (exit 5 from the Swift path).
+    @Test func aFileStoreTheReadWouldRefuseIsNeverAnsweredFromTheEntry() throws {
+        let (s, token) = try Self.signedIn()
+        defer { _ = s.run(["erase", "--no-revoke"]) }
+        let file = s.dataDir + "/\(s.profile).age", identity = s.configDir + "/identity"
+        for (path, loose, tight) in [(file, mode_t(0o644), mode_t(0o600)), (identity, 0o640, 0o600),
+                                     (s.dataDir, 0o750, 0o700), (s.configDir, 0o705, 0o700)] {
+            #expect(chmod(path, loose) == 0)
+            let r = s.run(["get"])
+            #expect(r.status == 5 && r.stdout.isEmpty && r.stderr.contains("accessible by group or others"), "\(path): \(r.status) \(r.stderr)")
+            #expect(r.stderr.contains(Self.runtimeStarted))
+            #expect(chmod(path, tight) == 0)
+        }
+        #expect(s.run(["get"]).stdout == token + "\n")
+    }
+
+    /// Every setting, option and place the warm path does not read is the Swift path's, and
+    /// answers as it always did.
+    @Test func everythingElseIsTheSwiftPaths() throws {
+        let (s, token) = try Self.signedIn()
+        defer { _ = s.run(["erase", "--no-revoke"]) }
+        let cases: [(args: [String], env: [String: String], status: Int32, stdout: String?)] = [
+            (["get", "--account-id"], [:], 0, "acct-123\n"),
+            (["--no-cache", "get"], [:], 0, token + "\n"),
+            (["--profile", s.profile, "--profile", s.profile, "get"], [:], 0, token + "\n"),
+            (["-v", "get"], [:], 0, token + "\n"),
+            (["get"], ["CHATGPT_CREDENTIAL_CACHE": "off"], 0, token + "\n"),
+            (["get"], ["CHATGPT_CREDENTIAL_CACHE": "yes"], 2, ""),
+            (["get"], ["CHATGPT_CREDENTIAL_CACHE_TTL": "0"], 2, ""),
+            (["get"], ["CHATGPT_CREDENTIAL_PROFILE": "a:b"], 2, ""),
+            (["get"], ["CHATGPT_CREDENTIAL_STORE": "keyring"], 2, ""),
+            (["get"], ["CHATGPT_CREDENTIAL_ISSUER": "http://example.com"], 2, ""),
+            (["get"], ["CHATGPT_CREDENTIAL_DEBUG": "1"], 0, token + "\n"),
+            (["get"], ["CHATGPT_CREDENTIAL_BROKER": "unix:" + s.root + "/no-broker.sock"], 5, ""),
+        ]
+        for c in cases {
+            let r = s.run(c.args, env: c.env)
+            #expect(r.stderr.contains(Self.runtimeStarted), "\(c.args) \(c.env): answered before the runtime started")
+            #expect(r.status == c.status, "\(c.args) \(c.env): \(r.status) \(r.stderr)")
+            if let out = c.stdout { #expect(r.stdout == out, "\(c.args) \(c.env)") }
+        }
+        // A user namespace keeps out of the cache (its user keyring is its own, and an entry there
+        // could not be revoked from the host): an entry in it, as `get` would write one, is not
+        // served; the Swift path reads the store.
+        let now = Int64(time(nil))
+        let forged = makeJWT(exp: now + 7200, accountId: "acct-forged")
+        let payloadFile = s.root + "/payload"
+        #expect(FileManager.default.createFile(atPath: payloadFile, contents: Data(Self.payload(token: forged, expiresAt: now + 7200, lastRefresh: now))))
+        let inside = #"k=$(keyctl padd user "$ENTRY" @u < "$PAYLOAD") && keyctl timeout "$k" 600 && keyctl setperm "$k" 0x001b0000 && exec "$BIN" get"#
+        var nsEnv = s.env
+        nsEnv["BIN"] = Harness.binary; nsEnv["ENTRY"] = Self.fileEntry(s); nsEnv["PAYLOAD"] = payloadFile
+        let ns = Harness.run(Hostile.unshare, ["-r", "--", "/bin/sh", "-c", inside], env: nsEnv)
+        #expect(ns.stderr.contains(Self.runtimeStarted) && ns.status == 0 && ns.stdout == token + "\n", "\(ns.status) \(ns.stderr)")
+    }
+
+    /// An answer that cannot be written is exit 1 with the Swift path's words, on either path.
+    @Test func anAnswerThatCannotBeWrittenIsExitOne() throws {
+        let (s, _) = try Self.signedIn()
+        defer { _ = s.run(["erase", "--no-revoke"]) }
+        // stdout closed by the caller: the Swift path's (it holds fd 1 with /dev/null first).
+        let closed = Self.shell(s, #""$BIN" get >&-"#)
+        #expect(closed.status == 1 && closed.stderr.contains("cannot write to standard output: it is closed"), "\(closed.status) \(closed.stderr)")
+        #expect(closed.stderr.contains(Self.runtimeStarted))
+        // A pipe whose reading end is closed before the process starts: EPIPE, the same line from
+        // the warm path and from the Swift path.
+        let writer = "import os, subprocess, sys\nr, w = os.pipe()\nos.close(r)\n" +
+            "p = subprocess.run(sys.argv[1:], stdout=w, stderr=subprocess.PIPE)\n" +
+            "print('\\n'.join(l for l in p.stderr.decode().splitlines() if 'debug:' not in l and 'swift runtime' not in l))\n" +
+            "print('exit', p.returncode)\n"
+        var lines: [String] = []
+        for args in [["get"], ["-v", "get"]] {
+            let r = Harness.run("/usr/bin/python3", ["-c", writer, Harness.binary] + args, env: s.env)
+            #expect(r.stdout == "chatgpt-credential: cannot write to standard output: Broken pipe\nexit 1\n", "\(args): \(r.stdout) \(r.stderr)")
+            lines.append(r.stdout)
+        }
+        #expect(lines[0] == lines[1])
+    }
+}
+
+struct WarmPathFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}
