@@ -349,6 +349,10 @@ static int fresh_access_token(const unsigned char *payload, size_t n, int64_t mi
         at += length;
     }
     if (at != n || first_length == 0) return 0;
+    /* GetFormatter.safe (Sanitize.isTokenSafe): printable ASCII without spaces, else the Swift
+     * path's error. */
+    for (size_t i = 0; i < first_length; i++)
+        if (payload[first_at + i] <= 0x20 || payload[first_at + i] >= 0x7F) return 0;
 
     struct timespec now_ts;
     clock_gettime(CLOCK_REALTIME, &now_ts);

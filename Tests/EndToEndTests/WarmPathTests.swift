@@ -167,6 +167,11 @@ import Glibc
             #expect(r.stderr.contains(Self.runtimeStarted), "\(name): answered before the runtime started")
             #expect(r.status == 0 && r.stdout == token + "\n", "\(name): \(r.status) \(r.stderr)")
         }
+        // A token a bearer header cannot carry (a space) is the Swift path's error, not printed.
+        try Self.forgeEntry(Self.fileEntry(s), token: "two words", expiresAt: now + 7200, lastRefresh: now)
+        let unsafe = s.run(["get"])
+        #expect(unsafe.stderr.contains(Self.runtimeStarted) && unsafe.stderr.contains("characters a token cannot have"), "\(unsafe.stderr)")
+        #expect(unsafe.status == 5 && unsafe.stdout.isEmpty, "\(unsafe.status)")
     }
 
     /// What a store read would refuse, the warm path does not answer either (exit 5 from the Swift path).
