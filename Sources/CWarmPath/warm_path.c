@@ -517,7 +517,11 @@ static void answer_get(const char *profile_flag, const char *store_flag, int64_t
 /* glibc calls the executable's .preinit_array functions with (argc, argv, envp) before any
  * initialiser, its own libraries' aside (csu/libc-start.c, elf/dl-init.c). */
 static void warm_path(int argc, char **argv, char **envp) {
-    if (argc < 2 || !argv) return;
+    if (argc < 2 || !argv || !argv[0]) return;
+    /* ArgumentParser: under a helper's name (git-credential-*, docker-credential-*) `get` is that
+     * protocol's verb, which reads a request on stdin. Declined wherever the name appears in
+     * argv[0], a superset of the Swift rule (its last path component's prefix). */
+    if (strstr(argv[0], "git-credential-") || strstr(argv[0], "docker-credential-")) return;
     /* main.swift: a standard descriptor the caller closed is the Swift path's to handle. */
     for (int fd = 0; fd <= 2; fd++)
         if (fcntl(fd, F_GETFD) == -1) return;

@@ -229,6 +229,23 @@ import Glibc
         #expect(ns.stderr.contains(Self.runtimeStarted) && ns.status == 0 && ns.stdout == token + "\n", "\(ns.status) \(ns.stderr)")
     }
 
+    /// Under a helper's name (git-credential-chatgpt, docker-credential-chatgpt) `get` is that
+    /// protocol's verb, which reads its request on stdin: the Swift path's, never a bare token.
+    @Test func underAHelpersNameGetIsThatProtocolsVerb() throws {
+        let (s, token) = try Self.signedIn()
+        defer { _ = s.run(["erase", "--no-revoke"]) }
+        #expect(s.run(["get"]).stderr.isEmpty, "the entry is warm")
+        for name in ["git-credential-chatgpt", "docker-credential-chatgpt"] {
+            let link = s.root + "/" + name
+            #expect(symlink(Harness.binary, link) == 0)
+            let request = name.hasPrefix("git") ? "protocol=https\nhost=chatgpt.com\n\n" : "https://chatgpt.com"
+            let r = Harness.run(link, ["get"], env: s.env, stdin: Array(request.utf8))
+            #expect(r.stderr.contains(Self.runtimeStarted), "\(name) get: answered before the runtime started: \(r.stdout)")
+            let answer = name.hasPrefix("git") ? "password=\(token)\n" : "\"Secret\":\"\(token)\""
+            #expect(r.status == 0 && r.stdout.contains(answer) && r.stdout != token + "\n", "\(name) get: \(r.status) \(r.stdout) \(r.stderr)")
+        }
+    }
+
     /// An answer that cannot be written is exit 1 with the Swift path's words, on either path.
     @Test func anAnswerThatCannotBeWrittenIsExitOne() throws {
         let (s, _) = try Self.signedIn()
