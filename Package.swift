@@ -45,8 +45,9 @@ let storesClients = ["Credentials", "TestSupport", "StoresTests", "CredentialsTe
 //   CLI               <- CredentialCore, SystemRuntime, OAuth, UsageBackend, SignIn, HelperProtocols, Credentials,
 //                        AccessCache, Broker, Secrets, CSystemShims   the command line, verbs, output formats
 //                                                    (hands Credentials the stores' settings; cannot import Stores)
-//   CWarmPath         <- CKeyring, CSystemShims       --version and a warm `get`, from .preinit_array (C, before the Swift runtime)
-//   chatgpt-credential <- CLI, CredentialCore, SystemRuntime, Secrets, CSystemShims, CWarmPath   argv -> Invocation -> Runner -> exit
+//   CWarmPath         <- CKeyring, CSystemShims       --version, a warm `get` and a client-mode `get`'s request, from
+//                                                    .preinit_array (C, before the Swift runtime)
+//   chatgpt-credential <- CLI, Broker, CredentialCore, SystemRuntime, Secrets, CSystemShims, CWarmPath   argv -> Invocation -> Runner -> exit
 //   CommandLineDocs   <- CLI, HelperProtocols          the completions and the man page's generated regions (make docs)
 //   ccred-docs        <- CommandLineDocs               make docs: writes them (not installed)
 let package = Package(
@@ -105,11 +106,12 @@ let package = Package(
             dependencies: ["CredentialCore", "SystemRuntime", "OAuth", "UsageBackend", "SignIn", "HelperProtocols", "Credentials", "AccessCache", "Broker", "Secrets", "CSystemShims"]
         ),
         // argv -> Invocation -> run -> exit code.
-        // `--version` and a `get` from a fresh access-cache entry, answered from the executable's
-        // .preinit_array before the Swift runtime starts (ARCHITECTURE.md, "The warm path").
-        // Only the executable links it: nothing calls it, the loader runs it.
+        // `--version` and a `get` from a fresh access-cache entry or a broker, answered from the
+        // executable's .preinit_array before the Swift runtime starts (ARCHITECTURE.md, "The warm
+        // path"). Only the executable links it: the loader runs it; main.swift takes the
+        // client-mode request it left to the Swift path.
         .target(name: "CWarmPath", dependencies: ["CKeyring", "CSystemShims"]),
-        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "CredentialCore", "SystemRuntime", "Secrets", "CSystemShims", "CWarmPath"]),
+        .executableTarget(name: "chatgpt-credential", dependencies: ["CLI", "Broker", "CredentialCore", "SystemRuntime", "Secrets", "CSystemShims", "CWarmPath"]),
         // The completions and the man page's synopsis and option lists, written from the verbs'
         // registry by `make docs` (ccred-docs) and checked by DocsTests; never shipped.
         .target(name: "CommandLineDocs", dependencies: ["CLI", "HelperProtocols"]),

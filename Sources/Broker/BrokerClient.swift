@@ -38,6 +38,25 @@ package struct BrokerAddress: Equatable, Sendable {
     package var description: String { "unix:" + path }
 }
 
+/// A client-mode `get` whose request the warm path (ARCHITECTURE.md, "The warm path") already
+/// sent, before the Swift runtime started, and whose answer it left unread: `get` continues on
+/// the socket within the deadline that began there, so the broker is asked once.
+package struct BrokerHandoff: Sendable, Equatable {
+    package let socket: Int32
+    package let path: String
+    package let target: String
+    package let requestBytesSent: Int
+    package let deadlineMillis: Int64
+
+    package init(socket: Int32, path: String, target: String, requestBytesSent: Int, deadlineMillis: Int64) {
+        self.socket = socket
+        self.path = path
+        self.target = target
+        self.requestBytesSent = requestBytesSent
+        self.deadlineMillis = deadlineMillis
+    }
+}
+
 /// Asks the broker at `address`. Every call has one deadline (`timeout`, 10 s by default) that
 /// covers connecting, writing the request and reading the whole answer.
 package struct BrokerClient: Sendable {
@@ -59,9 +78,14 @@ package struct BrokerClient: Sendable {
         package let body: SecretBytes
     }
 
-    package init(address: BrokerAddress, timeout: Double = BrokerClient.defaultTimeout) {
+    /// The request already sent for this process's `get`, if any (used by the one `get` whose
+    /// socket path and target are the ones it names).
+    package let handoff: BrokerHandoff?
+
+    package init(address: BrokerAddress, timeout: Double = BrokerClient.defaultTimeout, handoff: BrokerHandoff? = nil) {
         self.address = address
         self.timeout = timeout
+        self.handoff = handoff
     }
 
     /// `GET /v1/token?profile=NAME[&min_ttl=N]`: the object `get --json` prints.
@@ -99,12 +123,17 @@ package struct BrokerClient: Sendable {
 
     /// One request, one answer (`Connection: close`), within the deadline.
     package func get(_ target: String) throws -> Reply {
-        let stop = Clock.monotonicMillis() + Int64(timeout * 1000)
-        try checkDirectory()
-        let fd = try connect(until: stop)
+        let request = Array("GET \(target) HTTP/1.1\r\nHost: localhost\r\nUser-Agent: chatgpt-credential\r\nAccept: application/json\r\nConnection: close\r\n\r\n".utf8)
+        let stop: Int64, fd: Int32, sent: Int
+        if let h = handoff, h.path == address.path, h.target == target, (0...request.count).contains(h.requestBytesSent) {
+            (stop, fd, sent) = (h.deadlineMillis, h.socket, h.requestBytesSent)
+        } else {
+            stop = Clock.monotonicMillis() + Int64(timeout * 1000)
+            try checkDirectory()
+            (fd, sent) = (try connect(until: stop), 0)
+        }
         defer { close(fd) }
-        let request = "GET \(target) HTTP/1.1\r\nHost: localhost\r\nUser-Agent: chatgpt-credential\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
-        try send(Array(request.utf8), fd, until: stop)
+        try send(Array(request[sent...]), fd, until: stop)
         var raw = SecretBytes(capacity: 8192)
         try receive(fd, into: &raw, until: stop)
         return try Self.parseAnswer(raw, from: address.description)

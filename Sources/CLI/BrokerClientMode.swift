@@ -19,7 +19,7 @@ extension Runner {
     }
 
     private func clientModeVerb(_ command: Command, _ g: GlobalOptions, _ address: BrokerAddress) throws -> Outcome {
-        let broker = BrokerClient(address: address)
+        let broker = BrokerClient(address: address, handoff: services.settings.brokerHandoff)
         verbose(g, "client mode: asking the broker at \(address.description)")
         switch command {
         case .verb(let verb):

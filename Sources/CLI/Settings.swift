@@ -33,6 +33,9 @@ public struct Settings {
     public var cacheTTL: Int64?
     /// `CHATGPT_CREDENTIAL_BROKER`: `unix:/absolute/path` (client mode).
     package var broker: BrokerAddress?
+    /// A client-mode `get`'s request the warm path already sent (main.swift takes it from
+    /// CWarmPath at the edge; BrokerClient.get continues on its socket).
+    package var brokerHandoff: BrokerHandoff?
 
     // MARK: where tokens may be sent (checked where the man page says: before any network I/O)
 

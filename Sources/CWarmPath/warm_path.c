@@ -32,8 +32,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -514,6 +517,325 @@ static void answer_get(const char *profile_flag, const char *store_flag, int64_t
     write_answer_or_exit(parts, 2, payload, written);
 }
 
+/* ---- client mode ------------------------------------------------------------------------- */
+
+/* A `get` asked of the broker (man page BROKER, Client mode) that the Swift path takes over once
+ * the request is sent (BrokerClient.get): the connected socket, how much of the request went out,
+ * and the deadline that began before connecting. No secret is in it: the answer stays unread in
+ * the socket (it is only peeked at here), and the Swift path reads it from the start. */
+static struct {
+    int taken;
+    int fd;
+    size_t sent;
+    int64_t deadline_ms;
+    char path[108];
+    char target[160];
+} handoff = {.taken = 1, .fd = -1};
+
+int cw_take_broker_handoff(struct cw_broker_handoff *out) {
+    if (handoff.taken) return 0;
+    handoff.taken = 1;
+    out->fd = handoff.fd;
+    out->request_bytes_sent = (long)handoff.sent;
+    out->deadline_ms = handoff.deadline_ms;
+    out->path = handoff.path;
+    out->target = handoff.target;
+    return 1;
+}
+
+enum {
+    BROKER_TIMEOUT_MS = 10000, /* BrokerClient.defaultTimeout */
+    BROKER_PATH_MAX = 107,     /* BrokerAddress.maxPathBytes */
+    ANSWER_PEEK = 8192,
+    MEMBERS_MAX = 32
+};
+
+/* BrokerAddress.parse: `unix:` and an absolute path of at most 107 bytes, here of printable ASCII
+ * only (Sanitize.line leaves those as they are); 0 declines. */
+static int broker_path(const char *value, const char **path) {
+    if (strncmp(value, "unix:/", 6) != 0) return 0;
+    size_t n = strlen(value + 5);
+    if (n > BROKER_PATH_MAX) return 0;
+    for (const char *p = value + 5; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7E) return 0;
+    *path = value + 5;
+    return 1;
+}
+
+/* BrokerClient.checkDirectory, the passing case only: the real directory the socket is in is a
+ * directory of this user or root that group and others cannot write. Anything else declines
+ * (the Swift path refuses, or connects where this path would not know what it reached). */
+static int socket_directory_passes(const char *path) {
+    char parent[BROKER_PATH_MAX + 1];
+    const char *slash = strrchr(path, '/');
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    memcpy(parent, path, n);
+    parent[n] = 0;
+    char *real = realpath(parent, NULL);
+    if (!real) return 0;
+    struct stat st;
+    int ok = lstat(real, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_uid == geteuid() || st.st_uid == 0) &&
+             (st.st_mode & 022) == 0;
+    free(real);
+    return ok;
+}
+
+static int64_t monotonic_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static int ascii_prefix_nocase(const char *s, size_t n, const char *prefix) {
+    size_t k = strlen(prefix);
+    if (n < k) return 0;
+    for (size_t i = 0; i < k; i++) {
+        char c = s[i];
+        if (c >= 'A' && c <= 'Z') c = (char)(c + 32);
+        if (c != prefix[i]) return 0;
+    }
+    return 1;
+}
+
+/* BrokerClient.parseAnswer for the one answer printed here: a complete `HTTP/1.1 200` answer
+ * whose head is printable ASCII, with one `Content-Length` of plain digits and no
+ * `Transfer-Encoding`. The body's range within `raw`; 0 for anything else. */
+static int complete_200_body(const unsigned char *raw, size_t n, size_t *body_at, size_t *body_length) {
+    size_t end = 0;
+    for (size_t i = 0; i + 4 <= n; i++)
+        if (raw[i] == '\r' && raw[i + 1] == '\n' && raw[i + 2] == '\r' && raw[i + 3] == '\n') { end = i + 4; break; }
+    if (end == 0) return 0;
+    const char *head = (const char *)raw;
+    if (!(end >= 16 && memcmp(head, "HTTP/1.1 200", 12) == 0 && (head[12] == ' ' || head[12] == '\r'))) return 0;
+    long long length = -1;
+    size_t line = 0;
+    while (line < end - 4) {
+        size_t stop = line;
+        while (stop < end - 4 && !(raw[stop] == '\r' && raw[stop + 1] == '\n')) {
+            if (raw[stop] < 0x20 || raw[stop] > 0x7E) return 0;
+            stop++;
+        }
+        if (line > 0) {
+            if (ascii_prefix_nocase(head + line, stop - line, "transfer-encoding:")) return 0;
+            if (ascii_prefix_nocase(head + line, stop - line, "content-length:")) {
+                if (length >= 0) return 0;
+                size_t v = line + 15;
+                while (v < stop && raw[v] == ' ') v++;
+                if (v == stop || stop - v > 12) return 0;
+                length = 0;
+                for (; v < stop; v++) {
+                    if (raw[v] < '0' || raw[v] > '9') return 0;
+                    length = length * 10 + (raw[v] - '0');
+                }
+            }
+        }
+        line = stop + 2;
+    }
+    if (length < 0 || (size_t)length > n - end) return 0;
+    *body_at = end;
+    *body_length = (size_t)length;
+    return 1;
+}
+
+struct member { size_t key_at, key_length, value_at, value_length; int is_string; };
+
+/* JSON.parse for a flat object only: string members without escapes, control bytes or
+ * non-ASCII, integers of at most 15 digits, true, false, null; no key twice. Anything else (a
+ * nested value, an escape, a fraction) declines: the Swift parser decides it. */
+static int flat_object(const unsigned char *b, size_t n, struct member *members, int *count) {
+    size_t i = 0;
+    *count = 0;
+    while (i < n && is_space(b[i])) i++;
+    if (i >= n || b[i++] != '{') return 0;
+    while (i < n && is_space(b[i])) i++;
+    if (i < n && b[i] == '}') { i++; goto trailing; }
+    for (;;) {
+        if (*count == MEMBERS_MAX) return 0;
+        struct member *m = &members[*count];
+        while (i < n && is_space(b[i])) i++;
+        if (i >= n || b[i++] != '"') return 0;
+        m->key_at = i;
+        while (i < n && b[i] != '"') {
+            if (b[i] < 0x20 || b[i] > 0x7E || b[i] == '\\') return 0;
+            i++;
+        }
+        if (i >= n) return 0;
+        m->key_length = i - m->key_at;
+        i++;
+        for (int k = 0; k < *count; k++)
+            if (members[k].key_length == m->key_length && memcmp(b + members[k].key_at, b + m->key_at, m->key_length) == 0) return 0;
+        while (i < n && is_space(b[i])) i++;
+        if (i >= n || b[i++] != ':') return 0;
+        while (i < n && is_space(b[i])) i++;
+        if (i >= n) return 0;
+        m->is_string = b[i] == '"';
+        if (m->is_string) {
+            m->value_at = ++i;
+            while (i < n && b[i] != '"') {
+                if (b[i] < 0x20 || b[i] > 0x7E || b[i] == '\\') return 0;
+                i++;
+            }
+            if (i >= n) return 0;
+            m->value_length = i - m->value_at;
+            i++;
+        } else if (b[i] == '-' || (b[i] >= '0' && b[i] <= '9')) {
+            m->value_at = i;
+            if (b[i] == '-') i++;
+            if (i >= n) return 0;
+            if (b[i] == '0') i++;
+            else if (b[i] >= '1' && b[i] <= '9') while (i < n && b[i] >= '0' && b[i] <= '9') i++;
+            else return 0;
+            m->value_length = i - m->value_at;
+            if (m->value_length > 15 || (i < n && (b[i] == '.' || b[i] == 'e' || b[i] == 'E'))) return 0;
+        } else {
+            static const char *const words[] = {"true", "false", "null"};
+            size_t k = 0;
+            while (k < 3 && !(n - i >= strlen(words[k]) && memcmp(b + i, words[k], strlen(words[k])) == 0)) k++;
+            if (k == 3) return 0;
+            m->value_at = i;
+            m->value_length = strlen(words[k]);
+            i += m->value_length;
+        }
+        (*count)++;
+        while (i < n && is_space(b[i])) i++;
+        if (i >= n) return 0;
+        if (b[i] == ',') { i++; continue; }
+        if (b[i] == '}') { i++; break; }
+        return 0;
+    }
+trailing:
+    while (i < n && is_space(b[i])) i++;
+    return i == n;
+}
+
+static const struct member *find_member(const unsigned char *b, const struct member *members, int count, const char *key) {
+    for (int k = 0; k < count; k++)
+        if (members[k].key_length == strlen(key) && memcmp(b + members[k].key_at, key, members[k].key_length) == 0)
+            return &members[k];
+    return NULL;
+}
+
+/* Clock.parseRFC3339 for the one form the broker writes (Clock.rfc3339): YYYY-MM-DDTHH:MM:SSZ,
+ * with the Swift function's ranges and its days-from-civil arithmetic; 0 declines. */
+static int rfc3339_utc(const unsigned char *s, size_t n, int64_t *out) {
+    if (n != 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' || s[19] != 'Z') return 0;
+    static const int at[] = {0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18};
+    for (size_t k = 0; k < sizeof at / sizeof at[0]; k++)
+        if (s[at[k]] < '0' || s[at[k]] > '9') return 0;
+#define D(i) ((int64_t)(s[i] - '0'))
+    int64_t y = D(0) * 1000 + D(1) * 100 + D(2) * 10 + D(3), mo = D(5) * 10 + D(6), d = D(8) * 10 + D(9);
+    int64_t h = D(11) * 10 + D(12), mi = D(14) * 10 + D(15), sec = D(17) * 10 + D(18);
+#undef D
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h >= 24 || mi >= 60 || sec >= 61) return 0;
+    int64_t yy = mo <= 2 ? y - 1 : y;
+    int64_t era = (yy >= 0 ? yy : yy - 399) / 400;
+    int64_t yoe = yy - era * 400;
+    int64_t doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    *out = (era * 146097 + doe - 719468) * 86400 + h * 3600 + mi * 60 + sec;
+    return 1;
+}
+
+/* Runner.getThroughBroker and brokerToken for the answer printed here: a 200 whose object has
+ * a non-empty access token a bearer header can carry (GetFormatter.safe), a string account id
+ * and an expiry after now — and, with --min-ttl, at least that many seconds ahead (else the
+ * Swift path prints its notice). The token's range within `raw`; 0 for anything else. */
+static int printable_token_answer(const unsigned char *raw, size_t n, int64_t required_ttl, size_t *token_at, size_t *token_length) {
+    size_t body_at, body_length;
+    if (!complete_200_body(raw, n, &body_at, &body_length)) return 0;
+    const unsigned char *body = raw + body_at;
+    struct member members[MEMBERS_MAX];
+    int count;
+    if (!flat_object(body, body_length, members, &count)) return 0;
+    const struct member *access = find_member(body, members, count, "access_token");
+    const struct member *account = find_member(body, members, count, "account_id");
+    const struct member *expires = find_member(body, members, count, "expires_at");
+    if (!access || !access->is_string || access->value_length == 0 || !account || !account->is_string || !expires ||
+        !expires->is_string)
+        return 0;
+    for (size_t i = 0; i < access->value_length; i++)
+        if (body[access->value_at + i] <= 0x20 || body[access->value_at + i] >= 0x7F) return 0;
+    int64_t expires_at;
+    if (!rfc3339_utc(body + expires->value_at, expires->value_length, &expires_at)) return 0;
+    struct timespec now_ts;
+    clock_gettime(CLOCK_REALTIME, &now_ts);
+    int64_t now = (int64_t)now_ts.tv_sec;
+    if (expires_at <= now || (required_ttl >= 0 && expires_at - now < required_ttl)) return 0;
+    *token_at = body_at + access->value_at;
+    *token_length = access->value_length;
+    return 1;
+}
+
+/* `get` in client mode: the request is sent here; a complete 200 answer of the kind above is
+ * printed; anything else after the request went out is handed to the Swift path with the socket
+ * (cw_take_broker_handoff), so no request is ever made twice. Before it went out, every failure
+ * declines and the Swift path starts afresh (it connects and reports as always). */
+static void answer_get_through_broker(const char *profile_flag, const char *path, int64_t required_ttl, char **envp) {
+    /* Settings(environment:): the values it refuses, and diagnostics. */
+    if (variable(envp, "CHATGPT_CREDENTIAL_DEBUG")) return;
+    const char *cache = variable(envp, "CHATGPT_CREDENTIAL_CACHE");
+    if (cache && strcmp(cache, "on") != 0 && strcmp(cache, "off") != 0) return;
+    const char *ttl = variable(envp, "CHATGPT_CREDENTIAL_CACHE_TTL");
+    if (ttl && !valid_cache_ttl(ttl)) return;
+    const char *profile_variable = variable(envp, "CHATGPT_CREDENTIAL_PROFILE");
+    if (profile_variable && !valid_profile(profile_variable)) return;
+    const char *store_variable = variable(envp, "CHATGPT_CREDENTIAL_STORE");
+    if (store_variable && store_choice(store_variable) == STORE_INVALID) return;
+    const char *profile = profile_flag ? profile_flag : profile_variable ? profile_variable : "default";
+    if (!valid_profile(profile) || !socket_directory_passes(path)) return;
+
+    /* BrokerClient.token and get: the target, then the request as the Swift path writes it. */
+    char target[sizeof handoff.target];
+    int t = required_ttl >= 0 ? snprintf(target, sizeof target, "/v1/token?profile=%s&min_ttl=%lld", profile, (long long)required_ttl)
+                              : snprintf(target, sizeof target, "/v1/token?profile=%s", profile);
+    char request[sizeof target + 128];
+    int r = snprintf(request, sizeof request,
+                     "GET %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: chatgpt-credential\r\nAccept: application/json\r\nConnection: close\r\n\r\n",
+                     target);
+    if (t < 0 || (size_t)t >= sizeof target || r < 0 || (size_t)r >= sizeof request) return;
+
+    cs_harden_process(); /* the answer carries a token */
+    int64_t deadline = monotonic_ms() + BROKER_TIMEOUT_MS;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, path, strlen(path));
+    /* Connected at once, or declined with nothing sent (a full backlog, a missing socket: the
+     * Swift path waits or reports). */
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) { close(fd); return; }
+    ssize_t sent = send(fd, request, (size_t)r, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent <= 0) { close(fd); return; }
+
+    handoff.fd = fd;
+    handoff.sent = (size_t)sent;
+    handoff.deadline_ms = deadline;
+    memcpy(handoff.path, path, strlen(path) + 1);
+    memcpy(handoff.target, target, (size_t)t + 1);
+    handoff.taken = 0;
+    if (sent != r) return;
+
+    /* One wait for the answer (the broker sends head and body in one sendmsg), one look at it. */
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int ready;
+    do {
+        int64_t left = deadline - monotonic_ms();
+        if (left <= 0) return;
+        ready = poll(&p, 1, (int)left);
+    } while (ready < 0 && errno == EINTR);
+    if (ready != 1) return;
+    unsigned char answer[ANSWER_PEEK];
+    ssize_t n = recv(fd, answer, sizeof answer, MSG_PEEK | MSG_DONTWAIT);
+    size_t seen = n > 0 ? (size_t)n : 0, at, length;
+    if (n <= 0 || !printable_token_answer(answer, seen, required_ttl, &at, &length)) {
+        explicit_bzero(answer, seen);
+        return;
+    }
+    struct iovec parts[2] = {{answer + at, length}, {"\n", 1}};
+    write_answer_or_exit(parts, 2, answer, seen);
+}
+
 /* glibc calls the executable's .preinit_array functions with (argc, argv, envp) before any
  * initialiser, its own libraries' aside (csu/libc-start.c, elf/dl-init.c). */
 static void warm_path(int argc, char **argv, char **envp) {
@@ -534,24 +856,32 @@ static void warm_path(int argc, char **argv, char **envp) {
 
     /* ArgumentParser: `[--profile NAME] [--store STORE] get [--min-ttl SECONDS]`, each option at
      * most once and in its two-word form; anything else is the Swift path's. */
-    const char *profile = NULL, *store = NULL;
+    const char *profile = NULL, *store = NULL, *broker = NULL;
     int i = 1;
     while (i + 1 < argc) {
         if (strcmp(argv[i], "--profile") == 0 && !profile) profile = argv[i + 1];
         else if (strcmp(argv[i], "--store") == 0 && !store) store = argv[i + 1];
+        else if (strcmp(argv[i], "--broker") == 0 && !broker) broker = argv[i + 1];
         else break;
         i += 2;
     }
     if (i >= argc || strcmp(argv[i], "get") != 0) return;
-    int64_t min_ttl = REFRESH_MARGIN;
+    int64_t requested = -1;
     if (i + 3 == argc && strcmp(argv[i + 1], "--min-ttl") == 0) {
-        int64_t requested = min_ttl_option(argv[i + 2]);
+        requested = min_ttl_option(argv[i + 2]);
         if (requested < 0) return;
-        if (requested > min_ttl) min_ttl = requested;
     } else if (i + 1 != argc) {
         return;
     }
-    answer_get(profile, store, min_ttl, envp);
+    /* Client mode: `--broker`, else CHATGPT_CREDENTIAL_BROKER (which must be valid either way). */
+    const char *broker_variable = variable(envp, "CHATGPT_CREDENTIAL_BROKER"), *path = NULL;
+    if (broker_variable && !broker_path(broker_variable, &path)) return;
+    if (broker || broker_variable) {
+        if (store || (broker && !broker_path(broker, &path))) return;
+        answer_get_through_broker(profile, path, requested, envp);
+        return;
+    }
+    answer_get(profile, store, requested > REFRESH_MARGIN ? requested : REFRESH_MARGIN, envp);
 }
 
 __attribute__((section(".preinit_array"), used))

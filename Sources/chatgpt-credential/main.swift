@@ -4,6 +4,8 @@ import CredentialCore
 import SystemRuntime
 import Secrets
 import CSystemShims
+import CWarmPath
+import Broker
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -124,10 +126,16 @@ func runProcess() -> Never {
     let console = StandardConsole(stdoutClosed: stdoutClosed)
     // The environment is read here, once, into typed settings (CLI/Settings.swift); bad values of the
     // command line's defaults are usage errors before argv is looked at.
-    let settings: Settings
+    var settings: Settings
     let invocation: Invocation
     do {
         settings = try Settings(environment: environment)
+        // A client-mode `get` the warm path began (its request sent, its answer unread).
+        var handoff = cw_broker_handoff()
+        if cw_take_broker_handoff(&handoff) == 1 {
+            settings.brokerHandoff = BrokerHandoff(socket: handoff.fd, path: String(cString: handoff.path), target: String(cString: handoff.target),
+                                                   requestBytesSent: handoff.request_bytes_sent, deadlineMillis: handoff.deadline_ms)
+        }
         invocation = try ArgumentParser.parse(arguments, settings: settings)
     } catch let e as CredentialError {
         console.err("chatgpt-credential: " + e.message)

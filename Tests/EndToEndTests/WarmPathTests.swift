@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import CLI
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -243,6 +244,116 @@ import Glibc
             #expect(r.stderr.contains(Self.runtimeStarted), "\(name) get: answered before the runtime started: \(r.stdout)")
             let answer = name.hasPrefix("git") ? "password=\(token)\n" : "\"Secret\":\"\(token)\""
             #expect(r.status == 0 && r.stdout.contains(answer) && r.stdout != token + "\n", "\(name) get: \(r.status) \(r.stdout) \(r.stderr)")
+        }
+    }
+
+    // MARK: client mode
+
+    /// A directory of this user that nobody else may write (the broker socket's, as client mode wants it).
+    static func privateDirectory() -> String {
+        var template = Array("/tmp/ccred-wpb-XXXXXX".utf8CString)
+        return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+    }
+
+    /// A client-mode `get` against a real broker (`serve --socket`): answered before the Swift
+    /// runtime starts, with the broker's token, by `--broker` or CHATGPT_CREDENTIAL_BROKER.
+    @Test func aClientModeGetThroughARunningBrokerIsAnsweredBeforeTheRuntime() throws {
+        let (s, token) = try Self.signedIn()
+        defer { _ = s.run(["erase", "--no-revoke"]) }
+        let dir = Self.privateDirectory()
+        let socketPath = dir + "/broker.sock"
+        defer { unlink(socketPath); rmdir(dir) }
+        let serve = try Background(Harness.binary, ["serve", "--socket", socketPath], env: s.env)
+        defer { kill(serve.pid, SIGTERM); _ = serve.finish(timeout: 10) }
+        let ready = Date().addingTimeInterval(10)
+        var st = stat()
+        while stat(socketPath, &st) != 0 && serve.process.isRunning && Date() < ready { usleep(5_000) }
+        #expect(stat(socketPath, &st) == 0, "serve made no socket")
+
+        // The client's environment: no store, no data directory, only the socket.
+        let client = ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "SWIFT_BACKTRACE": Self.probe]
+        let runs: [([String], [String: String])] = [
+            (["--broker", "unix:" + socketPath, "--profile", s.profile, "get"], [:]),
+            (["--profile", s.profile, "get", "--min-ttl", "900"], ["CHATGPT_CREDENTIAL_BROKER": "unix:" + socketPath]),
+            (["get"], ["CHATGPT_CREDENTIAL_BROKER": "unix:" + socketPath, "CHATGPT_CREDENTIAL_PROFILE": s.profile]),
+        ]
+        for (args, extra) in runs {
+            let r = Harness.run(Harness.binary, args, env: client.merging(extra) { $1 })
+            #expect(r.status == 0 && r.stderr.isEmpty, "\(args) \(extra): the runtime started or failed: \(r.status) \(r.stderr)")
+            #expect(r.stdout == token + "\n", "\(args)")
+        }
+        // The same request by the Swift path (-v takes it there) prints the same bytes.
+        let swift = Harness.run(Harness.binary, ["-v", "--broker", "unix:" + socketPath, "--profile", s.profile, "get"], env: client)
+        #expect(swift.stderr.contains(Self.runtimeStarted) && swift.status == 0 && swift.stdout == token + "\n", "\(swift.stderr)")
+    }
+
+    /// One scripted answer to a client-mode `get`: what the client printed and exited with, the
+    /// request lines the stand-in broker read, and how many connections it was asked for in all.
+    static func askScriptedBroker(_ reply: String, args: [String] = ["get"]) throws -> (RunResult, [String], Int) {
+        let dir = privateDirectory()
+        let socketPath = dir + "/broker.sock"
+        defer { unlink(socketPath); rmdir(dir) }
+        let listener = try BrokerClientEndToEndTests.bindUnixSocket(socketPath)
+        defer { close(listener) }
+        guard listen(listener, 16) == 0 else { throw WarmPathFailure("listen: \(String(cString: strerror(errno)))") }
+        let env = ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "SWIFT_BACKTRACE": probe, "CHATGPT_CREDENTIAL_BROKER": "unix:" + socketPath]
+        let client = try Background(Harness.binary, args, env: env)
+        var requests: [String] = []
+        var p = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        if poll(&p, 1, 10_000) == 1 {
+            let c = accept(listener, nil, nil)
+            requests.append(String(decoding: readRequestHead(c), as: UTF8.self).components(separatedBy: "\r\n")[0])
+            _ = Array(reply.utf8).withUnsafeBytes { write(c, $0.baseAddress, $0.count) }
+            close(c)
+        }
+        let r = client.finish(timeout: 15)
+        // Any second request the client made is in the backlog now that it has exited.
+        var connections = requests.count
+        _ = fcntl(listener, F_SETFL, O_NONBLOCK)
+        while case let c = accept(listener, nil, nil), c >= 0 { connections += 1; close(c) }
+        return (r, requests, connections)
+    }
+
+    static func answer(_ body: String, head: String = "Content-Type: application/json\r\nContent-Length: {n}\r\nConnection: close\r\n", status: String = "200 OK") -> String {
+        "HTTP/1.1 \(status)\r\n" + head.replacingOccurrences(of: "{n}", with: "\(body.utf8.count)") + "\r\n" + body
+    }
+
+    static func rfc3339(_ t: Int64) -> String {
+        var tm = tm()
+        var time = time_t(t)
+        gmtime_r(&time, &tm)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec)
+    }
+
+    /// The answers the warm path prints, and every other one: left, unread, to the Swift path,
+    /// which answers as it always did — and the broker is asked exactly once either way.
+    @Test func aClientModeAnswerTheWarmPathDoesNotPrintIsTheSwiftPathsAndTheBrokerIsAskedOnce() throws {
+        let now = Int64(time(nil))
+        let hour = Self.rfc3339(now + 3600), tenMinutes = Self.rfc3339(now + 600), past = Self.rfc3339(now - 3600)
+        func token(_ t: String, _ expires: String = hour, extra: String = "") -> String {
+            #"{"access_token":"\#(t)","account_id":"acct-1","expires_at":"\#(expires)","email":"a@example.com","plan":"plus"\#(extra)}"#
+        }
+        let cases: [(name: String, args: [String], reply: String, warm: Bool, status: Int32, stdout: String, stderr: String)] = [
+            ("a plain answer", ["get"], Self.answer(token("eyJ.plain")), true, 0, "eyJ.plain\n", ""),
+            ("--min-ttl, enough left", ["get", "--min-ttl", "900"], Self.answer(token("eyJ.ttl")), true, 0, "eyJ.ttl\n", ""),
+            ("--min-ttl, less left: the notice", ["get", "--min-ttl", "900"], Self.answer(token("eyJ.short", tenMinutes)), false, 0, "eyJ.short\n", "notice:"),
+            ("an expired token", ["get"], Self.answer(token("eyJ.old", past)), false, 4, "", "expired"),
+            ("an escape in the token", ["get"], Self.answer(token(#"eyJ\u002eesc"#)), false, 0, "eyJ.esc\n", ""),
+            ("a nested member", ["get"], Self.answer(token("eyJ.nested", extra: #","limits":{"a":[1,2.5]}"#)), false, 0, "eyJ.nested\n", ""),
+            ("no Content-Length", ["get"], Self.answer(token("eyJ.closed"), head: "Connection: close\r\n"), false, 0, "eyJ.closed\n", ""),
+            ("a key twice", ["get"], Self.answer(token("eyJ.a", extra: #","access_token":"eyJ.b""#)), false, 1, "", "not a JSON object"),
+            ("a space in the token", ["get"], Self.answer(token("two words")), false, 5, "", "characters a token cannot have"),
+            ("a chunked body", ["get"], Self.answer(token("eyJ.chunk"), head: "Transfer-Encoding: chunked\r\nContent-Length: {n}\r\n"), false, 1, "", "chunked"),
+            ("the broker's store not answering", ["get"], Self.answer(#"{"error":"store","message":"the keyring did not answer"}"#, status: "503 Service Unavailable"), false, 5, "", "the keyring did not answer"),
+        ]
+        for c in cases {
+            let (r, requests, connections) = try Self.askScriptedBroker(c.reply, args: c.args)
+            #expect(connections == 1, "\(c.name): the broker was asked \(connections) times")
+            let wanted = "GET /v1/token?profile=default" + (c.args.contains("--min-ttl") ? "&min_ttl=900" : "") + " HTTP/1.1"
+            #expect(requests == [wanted], "\(c.name): \(requests)")
+            #expect(r.stderr.contains(Self.runtimeStarted) != c.warm, "\(c.name): \(c.warm ? "the runtime started" : "answered before the runtime started"): \(r.stderr)")
+            #expect(r.status == c.status && r.stdout == c.stdout, "\(c.name): \(r.status) \(r.stdout) \(r.stderr)")
+            #expect(c.stderr.isEmpty || r.stderr.contains(c.stderr), "\(c.name): \(r.stderr)")
         }
     }
 
