@@ -143,6 +143,19 @@ static int valid_cache_ttl(const char *s) {
     return v >= 1 && v <= 3600;
 }
 
+/* Settings(environment:): 0 when it would refuse a value (exit 2) or diagnostics are asked for
+ * (CHATGPT_CREDENTIAL_DEBUG, whatever its value); else the profile and store variables (NULL
+ * when unset), both valid. */
+static int settings_accepted(char **envp, const char **profile_variable, const char **store_variable) {
+    const char *cache = variable(envp, "CHATGPT_CREDENTIAL_CACHE");
+    const char *ttl = variable(envp, "CHATGPT_CREDENTIAL_CACHE_TTL");
+    *profile_variable = variable(envp, "CHATGPT_CREDENTIAL_PROFILE");
+    *store_variable = variable(envp, "CHATGPT_CREDENTIAL_STORE");
+    return !variable(envp, "CHATGPT_CREDENTIAL_DEBUG") && (!cache || strcmp(cache, "on") == 0 || strcmp(cache, "off") == 0) &&
+           (!ttl || valid_cache_ttl(ttl)) && (!*profile_variable || valid_profile(*profile_variable)) &&
+           (!*store_variable || store_choice(*store_variable) != STORE_INVALID);
+}
+
 /* Paths.init: XDG_*_HOME when absolute, else HOME (absolute) + the fallback; then the tool's
  * directory under it. Returns 0 when there is none. */
 static int tool_directory(struct text *out, const char *xdg, const char *home, const char *fallback) {
@@ -416,17 +429,10 @@ static int64_t min_ttl_option(const char *s) {
 static void answer_get(const char *profile_flag, const char *store_flag, int64_t min_ttl, char **envp) {
     /* Settings(environment:) and Runner.run: anything that is an error, turns the cache off,
      * asks for the broker or for diagnostics, or names an issuer the Swift path must check first. */
-    if (variable(envp, "CHATGPT_CREDENTIAL_BROKER") || variable(envp, "CHATGPT_CREDENTIAL_DEBUG") ||
-        variable(envp, "CHATGPT_CREDENTIAL_ISSUER"))
+    const char *profile_variable, *store_variable, *cache = variable(envp, "CHATGPT_CREDENTIAL_CACHE");
+    if (!settings_accepted(envp, &profile_variable, &store_variable) || (cache && strcmp(cache, "on") != 0) ||
+        variable(envp, "CHATGPT_CREDENTIAL_BROKER") || variable(envp, "CHATGPT_CREDENTIAL_ISSUER"))
         return;
-    const char *cache = variable(envp, "CHATGPT_CREDENTIAL_CACHE");
-    if (cache && strcmp(cache, "on") != 0) return;
-    const char *ttl = variable(envp, "CHATGPT_CREDENTIAL_CACHE_TTL");
-    if (ttl && !valid_cache_ttl(ttl)) return;
-    const char *profile_variable = variable(envp, "CHATGPT_CREDENTIAL_PROFILE");
-    if (profile_variable && !valid_profile(profile_variable)) return;
-    const char *store_variable = variable(envp, "CHATGPT_CREDENTIAL_STORE");
-    if (store_variable && store_choice(store_variable) == STORE_INVALID) return;
 
     const char *profile = profile_flag ? profile_flag : profile_variable ? profile_variable : "default";
     const char *store_name = store_flag ? store_flag : store_variable ? store_variable : "auto";
@@ -641,6 +647,21 @@ static int complete_200_body(const unsigned char *raw, size_t n, size_t *body_at
 
 struct member { size_t key_at, key_length, value_at, value_length; int is_string; };
 
+/* The string opening at b[*i] when it is printable ASCII without an escape: its contents' range,
+ * and *i past its closing quote; 0 otherwise. */
+static int plain_string(const unsigned char *b, size_t n, size_t *i, size_t *at, size_t *length) {
+    size_t k = *i + 1;
+    while (k < n && b[k] != '"') {
+        if (b[k] < 0x20 || b[k] > 0x7E || b[k] == '\\') return 0;
+        k++;
+    }
+    if (k >= n) return 0;
+    *at = *i + 1;
+    *length = k - *at;
+    *i = k + 1;
+    return 1;
+}
+
 /* JSON.parse for a flat object only: string members without escapes, control bytes or
  * non-ASCII, integers of at most 15 digits, true, false, null; no key twice. Anything else (a
  * nested value, an escape, a fraction) declines: the Swift parser decides it. */
@@ -655,15 +676,7 @@ static int flat_object(const unsigned char *b, size_t n, struct member *members,
         if (*count == MEMBERS_MAX) return 0;
         struct member *m = &members[*count];
         while (i < n && is_space(b[i])) i++;
-        if (i >= n || b[i++] != '"') return 0;
-        m->key_at = i;
-        while (i < n && b[i] != '"') {
-            if (b[i] < 0x20 || b[i] > 0x7E || b[i] == '\\') return 0;
-            i++;
-        }
-        if (i >= n) return 0;
-        m->key_length = i - m->key_at;
-        i++;
+        if (i >= n || b[i] != '"' || !plain_string(b, n, &i, &m->key_at, &m->key_length)) return 0;
         for (int k = 0; k < *count; k++)
             if (members[k].key_length == m->key_length && memcmp(b + members[k].key_at, b + m->key_at, m->key_length) == 0) return 0;
         while (i < n && is_space(b[i])) i++;
@@ -672,14 +685,7 @@ static int flat_object(const unsigned char *b, size_t n, struct member *members,
         if (i >= n) return 0;
         m->is_string = b[i] == '"';
         if (m->is_string) {
-            m->value_at = ++i;
-            while (i < n && b[i] != '"') {
-                if (b[i] < 0x20 || b[i] > 0x7E || b[i] == '\\') return 0;
-                i++;
-            }
-            if (i >= n) return 0;
-            m->value_length = i - m->value_at;
-            i++;
+            if (!plain_string(b, n, &i, &m->value_at, &m->value_length)) return 0;
         } else if (b[i] == '-' || (b[i] >= '0' && b[i] <= '9')) {
             m->value_at = i;
             if (b[i] == '-') i++;
@@ -773,16 +779,8 @@ static int printable_token_answer(const unsigned char *raw, size_t n, int64_t re
  * (cw_take_broker_handoff), so no request is ever made twice. Before it went out, every failure
  * declines and the Swift path starts afresh (it connects and reports as always). */
 static void answer_get_through_broker(const char *profile_flag, const char *path, int64_t required_ttl, char **envp) {
-    /* Settings(environment:): the values it refuses, and diagnostics. */
-    if (variable(envp, "CHATGPT_CREDENTIAL_DEBUG")) return;
-    const char *cache = variable(envp, "CHATGPT_CREDENTIAL_CACHE");
-    if (cache && strcmp(cache, "on") != 0 && strcmp(cache, "off") != 0) return;
-    const char *ttl = variable(envp, "CHATGPT_CREDENTIAL_CACHE_TTL");
-    if (ttl && !valid_cache_ttl(ttl)) return;
-    const char *profile_variable = variable(envp, "CHATGPT_CREDENTIAL_PROFILE");
-    if (profile_variable && !valid_profile(profile_variable)) return;
-    const char *store_variable = variable(envp, "CHATGPT_CREDENTIAL_STORE");
-    if (store_variable && store_choice(store_variable) == STORE_INVALID) return;
+    const char *profile_variable, *store_variable;
+    if (!settings_accepted(envp, &profile_variable, &store_variable)) return;
     const char *profile = profile_flag ? profile_flag : profile_variable ? profile_variable : "default";
     if (!valid_profile(profile) || !socket_directory_passes(path)) return;
 
