@@ -232,6 +232,7 @@ def broker_bench(binary, env, work, store):
                 break
             time.sleep(0.01)
         rows = {}
+        load_before = os.getloadavg()
         for mode, target in (("keep-alive", sock), ("connect", sock), ("get", get)):
             saved = os.environ.copy()
             os.environ.clear()
@@ -243,6 +244,7 @@ def broker_bench(binary, env, work, store):
             finally:
                 os.environ.clear()
                 os.environ.update(saved)
+        load_after = os.getloadavg()
     finally:
         broker.terminate()
         broker.wait(10)
@@ -254,7 +256,8 @@ def broker_bench(binary, env, work, store):
              "Each client is a forked Python process; all start together. Over the socket each asks "
              "`GET /v1/token` and reads the JSON answer; the `get` row starts one `chatgpt-credential get` per request "
              f"(Python's subprocess.run), {BROKER_CLIENTS} at a time. Latency is per request as the client sees it; "
-             f"requests/s is all requests over the wall time. The broker wrote {audit} audit lines.", "",
+             f"requests/s is all requests over the wall time. The broker wrote {audit} audit lines. Load average "
+             "(1/5/15 min) %.2f/%.2f/%.2f before these rows, %.2f/%.2f/%.2f after." % (load_before + load_after), "",
              "| client | requests | wall s | requests/s | p50 ms | p99 ms | × `get` requests/s | failed | distinct tokens |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     ref = rows["get"]["rps"]

@@ -10,11 +10,13 @@ import Glibc
 /// polls the listening socket and every open connection (all non-blocking): it checks the peer
 /// (`SO_PEERCRED`) when a connection is accepted, before anything is read, answers a refused
 /// peer 403 at once, reads request heads incrementally under a per-connection deadline and holds
-/// idle kept-alive connections. Only a complete request head goes to a bounded pool of worker
-/// threads, which ask `handler` (it may block on the store or a refresh), write the answer under
-/// a deadline and hand a kept-alive connection back to the loop. So neither a refused user nor
-/// idle or slow connections of an allowed one hold a worker or delay another client. It holds no
-/// policy: what an answer says is the handler's (the CLI's, through the one owner).
+/// idle kept-alive connections. A complete request head that `quick` can answer without waiting
+/// (an access-cache hit) is answered there, one per connection per turn of the loop; any other
+/// goes to a bounded pool of worker threads, which ask `handler` (it may block on the store or a
+/// refresh), write the answer under a deadline and hand a kept-alive connection back to the loop.
+/// So neither a refused user, nor idle or slow connections of an allowed one, nor a slow store
+/// holds the loop or delays another client's cached answer. It holds no policy: what an answer
+/// says is the handler's (the CLI's, through the one owner).
 /// `@unchecked Sendable`: what the worker threads and the loop share is under `mutex` (a
 /// `ConditionLock`), the loop's own state is touched only by the loop thread, and `audit` and
 /// `notice` are called under `auditMutex`.
@@ -45,10 +47,14 @@ package final class BrokerServer: @unchecked Sendable {
     }
 
     package typealias Handler = @Sendable (BrokerRequest, BrokerPeer) -> BrokerAnswer
+    /// The answer `Handler` would give when it can be made without waiting on anything (no lock,
+    /// no store read, no network: memory and a few system calls); nil otherwise.
+    package typealias QuickHandler = @Sendable (BrokerRequest, BrokerPeer) -> BrokerAnswer?
 
     let listenFD: Int32
     let settings: Settings
     let handler: Handler
+    let quick: QuickHandler?
     let audit: @Sendable (BrokerAuditRecord) -> Void
     let notice: @Sendable (String) -> Void
     let ownUID = geteuid()
@@ -74,7 +80,18 @@ package final class BrokerServer: @unchecked Sendable {
         /// What the worker decided once the answer was written.
         var after: After = .keep
         enum After { case keep, close, drain }
+        /// An answer the loop began and the socket did not take at once: a worker writes the rest.
+        var unfinished: Unfinished?
         init(fd: Int32, peer: BrokerPeer) { self.fd = fd; self.peer = peer }
+    }
+
+    struct Unfinished: ~Copyable {
+        var answer: BrokerAnswer
+        var head: [UInt8]
+        /// Bytes of `head` and then the body already written.
+        var sent: Int
+        var keepAlive: Bool
+        var path: String
     }
 
     /// Guards the state below marked "under `mutex`" (and jobs, returned, the counts, stopping);
@@ -110,15 +127,20 @@ package final class BrokerServer: @unchecked Sendable {
     private var unlogged = 0
     private var unloggedUIDs: Set<UInt32> = []
     private var refusals: [UInt32: [UInt8]] = [:]
+    /// Connections answered on the loop whose buffer already holds the next head: taken up on
+    /// the next turn, so one pipelining client cannot keep the loop to itself.
+    private var pipelined: [Connection] = []
 
     /// `audit` is called once per answered request (and refused connection, within the rate),
     /// one call at a time; `notice` for the summary of refused connections not audited.
     package init(listenFD: Int32, settings: Settings, handler: @escaping Handler,
+                 quick: QuickHandler? = nil,
                  audit: @escaping @Sendable (BrokerAuditRecord) -> Void,
                  notice: @escaping @Sendable (String) -> Void = { _ in }) {
         self.listenFD = listenFD
         self.settings = settings
         self.handler = handler
+        self.quick = quick
         self.audit = audit
         self.notice = notice
         stopPipe = Self.makePipe()
@@ -170,6 +192,9 @@ package final class BrokerServer: @unchecked Sendable {
         var acceptPausedUntil: Int64 = 0
         while true {
             takeReturned()
+            let next = pipelined
+            pipelined = []
+            for c in next where connections[c.fd] === c && !c.busy { dispatchIfComplete(c) }
             let now = Clock.monotonicMillis()
             if settings.idleExit > 0, connections.isEmpty,
                now - lastActivity >= Int64(settings.idleExit * 1000) {
@@ -187,6 +212,7 @@ package final class BrokerServer: @unchecked Sendable {
             }
             if acceptPausedUntil > now { timeout = min(timeout, acceptPausedUntil - now) }
             if unlogged > 0 { timeout = min(timeout, 1000) }
+            if !pipelined.isEmpty { timeout = 0 }
             for c in connections.values where !c.busy {
                 fds.append(pollfd(fd: c.fd, events: Int16(c.waitingToWrite ? POLLOUT : POLLIN), revents: 0))
                 timeout = min(timeout, c.deadline - now)
@@ -296,7 +322,8 @@ package final class BrokerServer: @unchecked Sendable {
         dispatchIfComplete(c)
     }
 
-    /// Hands `c` to a worker when its buffer holds a complete head; refuses an oversized one.
+    /// Answers (`answeredHere`) or hands to a worker a complete head in `c`'s buffer; refuses an
+    /// oversized one.
     private func dispatchIfComplete(_ c: Connection) {
         if let end = HTTPHead.end(c.buffer), end <= BrokerProtocol.maxHeadBytes {
             var p = pollfd(fd: c.fd, events: Int16(POLLOUT), revents: 0)
@@ -307,30 +334,75 @@ package final class BrokerServer: @unchecked Sendable {
                 c.deadline = Clock.monotonicMillis() + Int64(settings.requestDeadline * 1000)
                 return
             }
-            c.busy = true
-            lock()
-            jobs.append(c)
-            let spawnOne = idleWorkers < jobs.count && workerCount < settings.workers
-            if spawnOne { workerCount += 1 } else { mutex.signal() }
-            unlock()
-            if spawnOne && !spawn({ [self] in worker() }) {
-                lock()
-                workerCount -= 1
-                // No thread to be had and none running: answer it here rather than drop it.
-                let inline = workerCount == 0 ? jobs.firstIndex(where: { $0 === c }).map { jobs.remove(at: $0) } : nil
-                unlock()
-                if let inline {
-                    answer(inline)
-                    inline.idleSince = nextEvent()
-                    lock(); returned.append(inline); unlock()
-                    var b: UInt8 = 1
-                    _ = write(wakePipe[1], &b, 1)
-                }
-            }
+            if answeredHere(c, end) { return }
+            queue(c)
             return
         }
         if c.buffer.count > BrokerProtocol.maxHeadBytes || HTTPHead.end(c.buffer) != nil {
             refuseFromLoop(c, "the request head is larger than \(BrokerProtocol.maxHeadBytes / 1024) KiB")
+        }
+    }
+
+    /// Answers the head ending at `end` on the loop when `quick` can: a worker hand-off costs a
+    /// client two thread wake-ups, more than such an answer does (bench/results.md). The socket
+    /// has room (checked above), so the answer is written at once; what the kernel does not take
+    /// at once a worker writes under the deadline.
+    private func answeredHere(_ c: Connection, _ end: Int) -> Bool {
+        guard let quick, case .success(let request) = BrokerRequest.parse(c.buffer[0..<end]),
+              let answer = quick(request, c.peer) else { return false }
+        c.buffer.removeFirst(end)
+        c.served += 1
+        guard deliver(answer, to: request, on: c, deadline: 0) else { queue(c); return true }
+        guard c.after == .keep else { drop(c); return true }
+        let now = Clock.monotonicMillis()
+        c.idleSince = nextEvent()
+        c.deadline = now + Int64(settings.requestDeadline * 1000)
+        lastActivity = now
+        if HTTPHead.end(c.buffer) != nil { pipelined.append(c) }
+        return true
+    }
+
+    /// Writes `answer` to `request` (just taken from `c`'s buffer), audits it and sets `c.after`;
+    /// the connection's last allowed request is answered with `Connection: close`. On the loop
+    /// (`deadline` 0) what the socket does not take at once is left in `c.unfinished` for a
+    /// worker, unaudited: false then.
+    private func deliver(_ answer: consuming BrokerAnswer, to request: BrokerRequest, on c: Connection, deadline: Int64) -> Bool {
+        if answer.profile == nil { answer.profile = request.profile?.name }
+        let keepAlive = request.keepAlive && c.served < settings.maxRequestsPerConnection
+        if !keepAlive { lock(); uncount(c); unlock() }
+        let head = answer.head(keepAlive: keepAlive)
+        let total = head.count + answer.body.count
+        let sent = writeAnswer(c.fd, head, answer, from: 0, deadline: deadline)
+        if deadline == 0, let sent, sent < total {
+            c.unfinished = Unfinished(answer: answer, head: head, sent: sent, keepAlive: keepAlive, path: request.path)
+            return false
+        }
+        record(c.peer, path: request.path, answer)
+        c.after = sent == total && keepAlive ? .keep : .close
+        return true
+    }
+
+    /// Gives `c` (a complete head, or an unfinished answer) to a worker.
+    private func queue(_ c: Connection) {
+        c.busy = true
+        lock()
+        jobs.append(c)
+        let spawnOne = idleWorkers < jobs.count && workerCount < settings.workers
+        if spawnOne { workerCount += 1 } else { mutex.signal() }
+        unlock()
+        if spawnOne && !spawn({ [self] in worker() }) {
+            lock()
+            workerCount -= 1
+            // No thread to be had and none running: answer it here rather than drop it.
+            let inline = workerCount == 0 ? jobs.firstIndex(where: { $0 === c }).map { jobs.remove(at: $0) } : nil
+            unlock()
+            if let inline {
+                answer(inline)
+                inline.idleSince = nextEvent()
+                lock(); returned.append(inline); unlock()
+                var b: UInt8 = 1
+                _ = write(wakePipe[1], &b, 1)
+            }
         }
     }
 
@@ -506,12 +578,18 @@ package final class BrokerServer: @unchecked Sendable {
 
     /// Answers the head at the start of `c.buffer`; sets what becomes of the connection.
     private func answer(_ c: Connection) {
+        if let rest = c.unfinished.take() {
+            let total = rest.head.count + rest.answer.body.count
+            let sent = writeAnswer(c.fd, rest.head, rest.answer, from: rest.sent,
+                             deadline: Clock.monotonicMillis() + Int64(max(settings.requestDeadline, 1) * 1000))
+            record(c.peer, path: rest.path, rest.answer)
+            c.after = sent == total && rest.keepAlive ? .keep : .close
+            return
+        }
         guard let end = HTTPHead.end(c.buffer) else { c.after = .close; return }
         let parsed = BrokerRequest.parse(c.buffer[0..<end])
         c.buffer.removeFirst(end)
         c.served += 1
-        // The last request this connection may carry is answered with Connection: close.
-        let last = c.served >= settings.maxRequestsPerConnection
         let deadline = Clock.monotonicMillis() + Int64(max(settings.requestDeadline, 1) * 1000)
         switch parsed {
         case .failure(let e):
@@ -521,13 +599,7 @@ package final class BrokerServer: @unchecked Sendable {
             record(c.peer, path: e.path, answer)
             c.after = .drain
         case .success(let request):
-            var answer = handler(request, c.peer)
-            if answer.profile == nil { answer.profile = request.profile?.name }
-            let keepAlive = request.keepAlive && !last
-            if !keepAlive { lock(); uncount(c); unlock() }
-            let sent = send(c.fd, answer, keepAlive: keepAlive, deadline: deadline)
-            record(c.peer, path: request.path, answer)
-            c.after = sent && keepAlive ? .keep : .close
+            _ = deliver(handler(request, c.peer), to: request, on: c, deadline: deadline)
         }
     }
 
@@ -560,21 +632,42 @@ package final class BrokerServer: @unchecked Sendable {
     /// `deadline` (0: only what fits now); false when the peer went away or was too slow.
     func send(_ fd: Int32, _ answer: borrowing BrokerAnswer, keepAlive: Bool, deadline: Int64) -> Bool {
         let head = answer.head(keepAlive: keepAlive)
-        return head.withUnsafeBytes { h in
+        return writeAnswer(fd, head, answer, from: 0, deadline: deadline) == head.count + answer.body.count
+    }
+
+    /// Writes `head` and then the body, from byte `from` of the two, before `deadline` (0: only
+    /// what the socket takes now). How many bytes of the two are written in all; nil when the
+    /// peer went away.
+    func writeAnswer(_ fd: Int32, _ head: [UInt8], _ answer: borrowing BrokerAnswer, from: Int, deadline: Int64) -> Int? {
+        head.withUnsafeBytes { h in
             answer.body.withUnsafeBytes { b in
-                // Both in one sendmsg(2), so the client wakes once; what did not fit, piece by piece.
-                var iov = [iovec(iov_base: UnsafeMutableRawPointer(mutating: h.baseAddress), iov_len: h.count),
-                           iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress), iov_len: b.count)]
+                var done = from
+                // What is left of both in one sendmsg(2), so the client wakes once.
+                let headLeft = UnsafeRawBufferPointer(rebasing: h[min(done, h.count)...])
+                let bodyLeft = UnsafeRawBufferPointer(rebasing: b[max(0, done - h.count)...])
+                var iov = [iovec(iov_base: UnsafeMutableRawPointer(mutating: headLeft.baseAddress), iov_len: headLeft.count),
+                           iovec(iov_base: UnsafeMutableRawPointer(mutating: bodyLeft.baseAddress), iov_len: bodyLeft.count)]
                 let n = iov.withUnsafeMutableBufferPointer { p -> Int in
                     var msg = msghdr()
                     msg.msg_iov = p.baseAddress
                     msg.msg_iovlen = 2
                     return sendmsg(fd, &msg, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
                 }
-                if n < 0 && errno != EAGAIN && errno != EINTR { return false }
-                let sent = max(n, 0)
-                if sent < h.count, !send(fd, UnsafeRawBufferPointer(rebasing: h[sent...]), deadline: deadline) { return false }
-                return send(fd, UnsafeRawBufferPointer(rebasing: b[max(0, sent - h.count)...]), deadline: deadline)
+                if n < 0 && errno != EAGAIN && errno != EINTR { return nil }
+                done += max(n, 0)
+                // What did not fit, piece by piece, waiting (until the deadline) only when the
+                // socket's buffer is full.
+                while done < h.count + b.count {
+                    let piece = done < h.count ? UnsafeRawBufferPointer(rebasing: h[done...]) : UnsafeRawBufferPointer(rebasing: b[(done - h.count)...])
+                    let n = Glibc.send(fd, piece.baseAddress!, piece.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                    if n >= 0 { done += n; continue }
+                    guard errno == EINTR || errno == EAGAIN else { return nil }
+                    let left = deadline - Clock.monotonicMillis()
+                    if left <= 0 { return done }
+                    var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                    if poll(&p, 1, Int32(clamping: left)) == 0 { return done }
+                }
+                return done
             }
         }
     }

@@ -138,6 +138,7 @@ extension Runner {
                                       if SignalDeferral.deferredSignal != nil { stopper.server?.stop() }
                                       return answer
                                   },
+                                  quick: { request, _ in Runner.cachedAnswer(request, g, services: shared.services) },
                                   audit: { shared.console.err($0.line) },
                                   notice: { shared.console.err($0) })
         stopper.server = server
@@ -163,10 +164,7 @@ extension Runner {
     /// (store, cache) and the request's profile. Never interactive: nobody is at the server's
     /// terminal for a client's request.
     static func answer(_ request: BrokerRequest, _ server: GlobalOptions, services: Services, console: Console) -> BrokerAnswer {
-        var g = server
-        g.profile = request.profile ?? server.profile
-        g.wire = .plain
-        g.nonInteractive = true
+        let g = options(of: request, server)
         let capture = AnswerConsole()
         let runner = Runner(console: capture, services: services)
         runner.stopsOnDeferredSignal = false
@@ -174,15 +172,11 @@ extension Runner {
             let body: SecretBytes
             switch request.call {
             case .health:
-                return .ok(#"{"ok":true}"#)
+                return healthAnswer()
             case .token(_, let minTTL):
-                var options = GetOptions(format: .json)
-                if let minTTL {
-                    options.minTTL = max(TokenDocument.refreshMargin, minTTL)
-                    options.requiredTTL = minTTL
-                }
                 // Exactly `get --json` (Runner.dispatch's `.get`), the answer kept where it was
                 // built instead of being written to a console.
+                let options = tokenOptions(minTTL)
                 let fresh = try runner.freshCredential(g, options)
                 body = try GetFormatter.format(fresh.credential, options.format, profile: g.profile)
             case .usage:
@@ -200,6 +194,47 @@ extension Runner {
             return .failure(status: 500, message: "\(error)", profile: g.profile.name)
         }
     }
+
+    /// What `answer` would answer, when that needs nothing but memory and the kernel: the health
+    /// check, or a token from a fresh access-cache entry (`CredentialOwner.fromCache`: no store
+    /// read, no lock, no network). Nil for everything else, and under `--verbose`, whose lines
+    /// `answer` writes. The broker's loop answers these itself (ARCHITECTURE.md, "A broker request").
+    static func cachedAnswer(_ request: BrokerRequest, _ server: GlobalOptions, services: Services) -> BrokerAnswer? {
+        guard !server.verbose else { return nil }
+        switch request.call {
+        case .health:
+            return healthAnswer()
+        case .token(_, let minTTL):
+            let g = options(of: request, server)
+            let options = tokenOptions(minTTL)
+            guard let hit = Runner(console: AnswerConsole(), services: services).owner(g).fromCache(options.freshness),
+                  let body = try? GetFormatter.format(hit.credential, options.format, profile: g.profile) else { return nil }
+            return BrokerAnswer(status: 200, body: body, outcome: "ok", profile: g.profile.name)
+        case .usage:
+            return nil
+        }
+    }
+
+    /// The server's global options with the request's profile, never interactive.
+    private static func options(of request: BrokerRequest, _ server: GlobalOptions) -> GlobalOptions {
+        var g = server
+        g.profile = request.profile ?? server.profile
+        g.wire = .plain
+        g.nonInteractive = true
+        return g
+    }
+
+    /// `get --json [--min-ttl N]`'s options for `/v1/token?min_ttl=N`.
+    private static func tokenOptions(_ minTTL: Int64?) -> GetOptions {
+        var options = GetOptions(format: .json)
+        if let minTTL {
+            options.minTTL = max(TokenDocument.refreshMargin, minTTL)
+            options.requiredTTL = minTTL
+        }
+        return options
+    }
+
+    private static func healthAnswer() -> BrokerAnswer { .ok(#"{"ok":true}"#) }
 }
 
 /// The server an answer may stop (set once, before the first connection is accepted).

@@ -57,19 +57,28 @@ extension CredentialOwner {
             answer.store = kind
             return answer
         }
-        if let cache, !need.forceRefresh {
+        if let hit = fromCache(need) { return hit }
+        if let cache, !need.forceRefresh, cache.canServe {
             let kind = selector.readKind(of: profile)
-            if let hit = cachedAnswer(cache, kind, need) { return from(kind, hit) }
-            if cache.canServe {
-                switch try fillFromStore(cache, kind, need) {
-                case .answer(let filled): return from(kind, filled)
-                // read and decided once, not again
-                case .refreshDue(let located): return from(located.store.kind, try fresh(located, need, .refresh))
-                }
+            switch try fillFromStore(cache, kind, need) {
+            case .answer(let filled): return from(kind, filled)
+            // read and decided once, not again
+            case .refreshDue(let located): return from(located.store.kind, try fresh(located, need, .refresh))
             }
         }
         guard let located = try locate() else { throw CredentialError.notSignedIn(profile: profile.name) }
         return from(located.store.kind, try fresh(located, need))
+    }
+
+    /// What `fresh` answers from a fresh access-cache entry, or nil: no store read, no lock, no
+    /// network, only the entry and the store's metadata checks (the broker answers such a
+    /// request on its loop thread: ARCHITECTURE.md, "A broker request").
+    package func fromCache(_ need: Freshness) -> FreshCredential? {
+        guard let cache, !need.forceRefresh else { return nil }
+        let kind = selector.readKind(of: profile)
+        guard var hit = cachedAnswer(cache, kind, need) else { return nil }
+        hit.store = kind
+        return hit
     }
 
     private enum Fill {

@@ -16,9 +16,14 @@ import Glibc
         let lock = NSLock()
         var records: [BrokerAuditRecord] = []
         var requests: [BrokerRequest] = []
+        /// Requests the quick handler answered (on the loop thread).
+        var quick: [BrokerRequest] = []
         func add(_ r: BrokerAuditRecord) { lock.lock(); records.append(r); lock.unlock() }
         func add(_ r: BrokerRequest) { lock.lock(); requests.append(r); lock.unlock() }
+        func addQuick(_ r: BrokerRequest) { lock.lock(); quick.append(r); lock.unlock() }
         var all: [BrokerAuditRecord] { lock.lock(); defer { lock.unlock() }; return records }
+        var handled: [BrokerRequest] { lock.lock(); defer { lock.unlock() }; return requests }
+        var answeredQuickly: [BrokerRequest] { lock.lock(); defer { lock.unlock() }; return quick }
     }
 
     /// A running server on `DIR/b.sock`; `stop()` ends it and waits for `run` to return.
@@ -32,14 +37,33 @@ import Glibc
         var ending: BrokerServer.Ending?
         /// A token request for the profile `slow` waits on this before it is answered.
         let gate = DispatchSemaphore(value: 0)
+        /// The body of the profile `big`'s token: more than a socket's buffer takes at once.
+        static let bigBody = "{\"access_token\":\"" + String(repeating: "b", count: 4 << 20) + "\"}"
 
-        init(_ settings: BrokerServer.Settings = .init()) throws {
+        /// The quick handler (unless `quick` is false) answers the health check and the token of
+        /// the profiles `cached` and `big`; the handler answers everything else.
+        init(_ settings: BrokerServer.Settings = .init(), quick: Bool = true) throws {
             var template = Array("/tmp/ccred-broker-XXXXXX".utf8CString)
             dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
             path = dir + "/b.sock"
             listener = try BrokerListener.bind(path: path)
             let recorder = self.recorder
             let gate = self.gate
+            let quickHandler: BrokerServer.QuickHandler = { request, peer in
+                switch request.call {
+                case .health:
+                    recorder.addQuick(request)
+                    return .ok(#"{"ok":true}"#)
+                case .token(let p, _) where p?.name == "cached":
+                    recorder.addQuick(request)
+                    return BrokerAnswer(status: 200, body: SecretBytes(copying: #"{"access_token":"cached-\#(peer.pid)"}"#.utf8), outcome: "ok")
+                case .token(let p, _) where p?.name == "big":
+                    recorder.addQuick(request)
+                    return BrokerAnswer(status: 200, body: SecretBytes(copying: Running.bigBody.utf8), outcome: "ok")
+                default:
+                    return nil
+                }
+            }
             server = BrokerServer(listenFD: listener.fd, settings: settings, handler: { request, peer in
                 recorder.add(request)
                 switch request.call {
@@ -50,7 +74,7 @@ import Glibc
                     return BrokerAnswer(status: 200, body: SecretBytes(copying: #"{"access_token":"tok-\#(peer.pid)"}"#.utf8), outcome: "ok")
                 case .usage: return .ok(#"{"plan":"plus"}"#)
                 }
-            }, audit: { recorder.add($0) })
+            }, quick: quick ? quickHandler : nil, audit: { recorder.add($0) })
             let server = self.server
             Thread { [self] in
                 ending = try? server.run()
@@ -166,6 +190,71 @@ import Glibc
         s.stop()
         #expect(s.recorder.all.map(\.status) == [200, 200, 401])
         #expect(s.recorder.all.map(\.outcome) == ["ok", "ok", "login_required"])
+    }
+
+    @Test func pipelinedRequestsAreAnsweredInOrderOnTheLoopAndByWorkers() throws {
+        let s = try Running()
+        let c = try Client(s.path)
+        // health (loop), work (worker), cached (loop), usage (worker), health (loop): one write.
+        c.send(["/v1/health", "/v1/token?profile=work", "/v1/token?profile=cached", "/v1/usage", "/v1/health"]
+            .map { "GET \($0) HTTP/1.1\r\n\r\n" }.joined())
+        let bodies = (0..<5).map { _ in c.response()?.body }
+        #expect(bodies == ["{\"ok\":true}\n", #"{"access_token":"tok-\#(getpid())"}"#, #"{"access_token":"cached-\#(getpid())"}"#,
+                           "{\"plan\":\"plus\"}\n", "{\"ok\":true}\n"])
+        c.close()
+        s.stop()
+        #expect(s.recorder.answeredQuickly.map(\.path) == ["/v1/health", "/v1/token", "/v1/health"])
+        #expect(s.recorder.handled.map(\.path) == ["/v1/token", "/v1/usage"])
+        #expect(s.recorder.all.map(\.profile) == [nil, "work", "cached", nil, nil])
+    }
+
+    @Test func aQuickAnswerIsMadeWhileEveryWorkerIsBusy() throws {
+        var settings = BrokerServer.Settings()
+        settings.workers = 1
+        let s = try Running(settings)
+        // The one worker holds the profile `slow`'s request (the handler waits on the gate).
+        let slow = try Client(s.path)
+        slow.send("GET /v1/token?profile=slow HTTP/1.1\r\n\r\n")
+        let deadline = Date().addingTimeInterval(10)
+        while s.recorder.handled.isEmpty && Date() < deadline {
+            var none = pollfd(fd: -1, events: 0, revents: 0)
+            _ = poll(&none, 1, 10)
+        }
+        #expect(s.recorder.handled.map(\.profile?.name) == ["slow"])
+        // A cached token and the health check are answered meanwhile, well within 2 s.
+        let other = try Client(s.path)
+        var tv = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(other.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        other.send("GET /v1/token?profile=cached HTTP/1.1\r\n\r\n")
+        let cached = other.response()
+        #expect(cached?.status == 200 && cached?.body == #"{"access_token":"cached-\#(getpid())"}"#, "not answered within 2 s")
+        other.send("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n")
+        #expect(other.response()?.status == 200, "not answered within 2 s")
+        #expect(other.closedByServer())
+        other.close()
+        s.gate.signal()
+        #expect(slow.response()?.body == #"{"access_token":"tok-\#(getpid())"}"#)
+        slow.close()
+        s.stop()
+        #expect(s.recorder.all.map(\.profile) == ["cached", nil, "slow"])
+    }
+
+    @Test func anAnswerTheSocketDoesNotTakeAtOnceIsFinishedByAWorker() throws {
+        let s = try Running()
+        let c = try Client(s.path)
+        // 4 MiB: the loop writes what the socket takes, a worker the rest; the connection stays.
+        c.send("GET /v1/token?profile=big HTTP/1.1\r\n\r\n")
+        let big = c.response()
+        #expect(big?.status == 200 && big?.body.utf8.count == Running.bigBody.utf8.count)
+        #expect(big?.body == Running.bigBody)
+        #expect(big?.headers["connection"] == "keep-alive")
+        c.send("GET /v1/health HTTP/1.1\r\n\r\n")
+        #expect(c.response()?.body == "{\"ok\":true}\n")
+        c.close()
+        s.stop()
+        #expect(s.recorder.all.map(\.status) == [200, 200])
+        #expect(s.recorder.all.map(\.profile) == ["big", nil])
+        #expect(s.recorder.handled.isEmpty)
     }
 
     @Test func theLastRequestAConnectionMayCarrySaysClose() throws {

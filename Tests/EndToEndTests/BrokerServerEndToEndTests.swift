@@ -312,6 +312,47 @@ import Glibc
         #expect(Self.auditLines(broker).count == 50)
     }
 
+    /// Twenty clients of a profile whose refresh the issuer holds for 8 s occupy every worker
+    /// (the broker makes at most 16); another profile's token, fresh in the access cache, is
+    /// still answered at once: the loop answers cache hits itself (ARCHITECTURE.md, "A broker
+    /// request"). Before that it waited behind the refresh.
+    @Test func aCachedTokenIsAnsweredWhileEveryWorkerWaitsOnARefresh() throws {
+        let w = try World(["expires_in": 100]) // inside the refresh window: asking refreshes
+        let other = try w.issuer.seed(["expires_in": 3600])
+        let document = #"{"access_token":"\#(other.accessToken)","refresh_token":"\#(other.refreshToken)","id_token":"\#(other.idToken)","account_id":"\#(other.accountId)"}"#
+        #expect(w.sandbox.runHelper(["--profile", "cached", "store"], stdin: Array(document.utf8)).status == 0)
+        #expect(w.sandbox.run(["--profile", "cached", "get"]).stdout == other.accessToken + "\n") // the entry is filled
+        try w.issuer.configure(["refresh_delay": 8])
+        let broker = try w.serve()
+        final class Answered: @unchecked Sendable { let lock = NSLock(); var statuses: [Int] = [] }
+        let answered = Answered()
+        let group = DispatchGroup()
+        for _ in 0..<20 {
+            group.enter()
+            Thread { [socket = w.socket] in
+                let status = Self.rawGet(socket, "/v1/token", timeout: 30)
+                answered.lock.lock(); answered.statuses.append(status); answered.lock.unlock()
+                group.leave()
+            }.start()
+        }
+        // The fact waited for: the loop and 16 workers, each worker holding one of them.
+        let task = "/proc/\(broker.process.processIdentifier)/task"
+        let threads = { (try? FileManager.default.contentsOfDirectory(atPath: task).count) ?? 0 }
+        let deadline = Date().addingTimeInterval(10)
+        while threads() < 17 && Date() < deadline { usleep(10_000) }
+        #expect(threads() == 17)
+        let r = Harness.run(Self.curl, ["-sS", "--max-time", "3", "--unix-socket", w.socket, "-w", "\n%{http_code}",
+                                        "http://localhost/v1/token?profile=cached"], env: w.sandbox.env, timeout: 10)
+        let lines = r.stdout.components(separatedBy: "\n")
+        #expect(r.status == 0 && lines.last == "200", "curl exit \(r.status): \(r.stderr)")
+        #expect(Self.json(lines.first ?? "")?["access_token"] as? String == other.accessToken)
+        answered.lock.lock(); let early = answered.statuses.count; answered.lock.unlock()
+        #expect(early == 0, "the refresh was answered first")
+        #expect(group.wait(timeout: .now() + 40) == .success)
+        #expect(answered.statuses == Array(repeating: 200, count: 20))
+        #expect(try w.issuer.counter("refresh_requests") == 1)
+    }
+
     // MARK: systemd socket activation
 
     /// `systemd-socket-activate -l PATH chatgpt-credential ARGS` running, its stderr collected
