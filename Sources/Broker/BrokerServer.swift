@@ -655,36 +655,36 @@ package final class BrokerServer: @unchecked Sendable {
                 }
                 if n < 0 && errno != EAGAIN && errno != EINTR { return nil }
                 done += max(n, 0)
-                // What did not fit, piece by piece, waiting (until the deadline) only when the
-                // socket's buffer is full.
-                while done < h.count + b.count {
-                    let piece = done < h.count ? UnsafeRawBufferPointer(rebasing: h[done...]) : UnsafeRawBufferPointer(rebasing: b[(done - h.count)...])
-                    let n = Glibc.send(fd, piece.baseAddress!, piece.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-                    if n >= 0 { done += n; continue }
-                    guard errno == EINTR || errno == EAGAIN else { return nil }
-                    let left = deadline - Clock.monotonicMillis()
-                    if left <= 0 { return done }
-                    var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                    if poll(&p, 1, Int32(clamping: left)) == 0 { return done }
+                // What did not fit, piece by piece.
+                if done < h.count {
+                    guard let more = sendSome(fd, UnsafeRawBufferPointer(rebasing: h[done...]), deadline: deadline) else { return nil }
+                    done += more
+                    if done < h.count { return done }
                 }
-                return done
+                guard let more = sendSome(fd, UnsafeRawBufferPointer(rebasing: b[(done - h.count)...]), deadline: deadline) else { return nil }
+                return done + more
             }
         }
     }
 
     func send(_ fd: Int32, _ raw: UnsafeRawBufferPointer, deadline: Int64) -> Bool {
+        sendSome(fd, raw, deadline: deadline) == raw.count
+    }
+
+    /// How many bytes of `raw` were written before `deadline`; nil when the peer went away.
+    func sendSome(_ fd: Int32, _ raw: UnsafeRawBufferPointer, deadline: Int64) -> Int? {
         var off = 0
         while off < raw.count {
             // Try first; wait (until the deadline) only when the socket's buffer is full.
             let n = Glibc.send(fd, raw.baseAddress! + off, raw.count - off, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
             if n >= 0 { off += n; continue }
-            guard errno == EINTR || errno == EAGAIN else { return false }
+            guard errno == EINTR || errno == EAGAIN else { return nil }
             let left = deadline - Clock.monotonicMillis()
-            if left <= 0 { return false }
+            if left <= 0 { return off }
             var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-            if poll(&p, 1, Int32(clamping: left)) == 0 { return false }
+            if poll(&p, 1, Int32(clamping: left)) == 0 { return off }
         }
-        return true
+        return off
     }
 }
 

@@ -83,6 +83,16 @@ import Glibc
             }.start()
         }
 
+        /// A connection whose token request for `slow` the handler holds (waiting on the gate):
+        /// returned once the handler has it (at most 10 s).
+        func heldSlowRequest() throws -> Client {
+            let c = try Client(path)
+            c.send("GET /v1/token?profile=slow HTTP/1.1\r\n\r\n")
+            let deadline = Date().addingTimeInterval(10)
+            while recorder.handled.isEmpty && Date() < deadline { usleep(1000) }
+            return c
+        }
+
         @discardableResult
         func stop(timeout: Double = 10) -> BrokerServer.Ending? {
             server.stop()
@@ -212,14 +222,8 @@ import Glibc
         var settings = BrokerServer.Settings()
         settings.workers = 1
         let s = try Running(settings)
-        // The one worker holds the profile `slow`'s request (the handler waits on the gate).
-        let slow = try Client(s.path)
-        slow.send("GET /v1/token?profile=slow HTTP/1.1\r\n\r\n")
-        let deadline = Date().addingTimeInterval(10)
-        while s.recorder.handled.isEmpty && Date() < deadline {
-            var none = pollfd(fd: -1, events: 0, revents: 0)
-            _ = poll(&none, 1, 10)
-        }
+        // The one worker holds the profile `slow`'s request.
+        let slow = try s.heldSlowRequest()
         #expect(s.recorder.handled.map(\.profile?.name) == ["slow"])
         // A cached token and the health check are answered meanwhile, well within 2 s.
         let other = try Client(s.path)
@@ -442,11 +446,8 @@ import Glibc
         var settings = BrokerServer.Settings()
         settings.maxConnectionsPerUID = 1
         let s = try Running(settings)
-        // The one connection allowed is being answered (its handler waits on the gate).
-        let a = try Client(s.path)
-        a.send("GET /v1/token?profile=slow HTTP/1.1\r\n\r\n")
-        let deadline = Date().addingTimeInterval(10)
-        while s.recorder.lock.withLock({ s.recorder.requests.isEmpty }) && Date() < deadline { usleep(1000) }
+        // The one connection allowed is being answered.
+        let a = try s.heldSlowRequest()
         // None idle to close: the new one is answered 503 and closed.
         let b = try Client(s.path)
         let r = b.response()
