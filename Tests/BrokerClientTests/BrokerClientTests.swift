@@ -18,17 +18,8 @@ final class CannedBroker: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
 
     init(reply: [UInt8]?, listen: Bool = true, closeAfter: Bool = true) throws {
-        var template = Array("/tmp/ccred-bclient-XXXXXX".utf8CString)
-        directory = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var sa = sockaddr_un()
-        sa.sun_family = sa_family_t(AF_UNIX)
-        let p = directory + "/broker.sock"
-        withUnsafeMutableBytes(of: &sa.sun_path) { dst in for (i, b) in p.utf8.enumerated() { dst[i] = b } }
-        let rc = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
-        guard rc == 0 else { throw CredentialError.failure("bind: \(errno)") }
+        (directory, listener) = try brokerSocketInOwnDirectory("ccred-bclient", backlog: listen ? 4 : nil)
         guard listen else { done.signal(); return }
-        Glibc.listen(listener, 4)
         let fd = listener
         Thread.detachNewThread { [self] in
             let c = accept(fd, nil, nil)
@@ -217,20 +208,8 @@ final class FullBacklog: @unchecked Sendable {
     private(set) var fillers: [Int32] = []
 
     init() throws {
-        var template = Array("/tmp/ccred-backlog-XXXXXX".utf8CString)
-        directory = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var sa = Self.address(directory + "/broker.sock")
-        let rc = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
-        guard rc == 0, listen(listener, 0) == 0 else { throw CredentialError.failure("bind/listen: \(errno)") }
+        (directory, listener) = try brokerSocketInOwnDirectory("ccred-backlog", backlog: 0)
         fillers = try fillBacklog(at: directory + "/broker.sock")
-    }
-
-    static func address(_ path: String) -> sockaddr_un {
-        var sa = sockaddr_un()
-        sa.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &sa.sun_path) { dst in for (i, b) in path.utf8.enumerated() { dst[i] = b } }
-        return sa
     }
 
     /// Accepts the filling connections (closing them), then the next one, which it answers with
@@ -328,12 +307,7 @@ final class ClientOutcome: @unchecked Sendable {
         let fd: Int32
         var path: String { directory + "/broker.sock" }
         init(mode: mode_t, owner: uid_t? = nil) throws {
-            var template = Array("/tmp/ccred-bdir-XXXXXX".utf8CString)
-            directory = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            var sa = FullBacklog.address(directory + "/broker.sock")
-            let rc = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
-            guard rc == 0, listen(fd, 8) == 0 else { throw CredentialError.failure("bind/listen: \(errno)") }
+            (directory, fd) = try brokerSocketInOwnDirectory("ccred-bdir", backlog: 8)
             if let owner { guard chown(directory, owner, owner) == 0 else { throw CredentialError.failure("chown: \(errno)") } }
             guard chmod(directory, mode) == 0 else { throw CredentialError.failure("chmod: \(errno)") }
         }

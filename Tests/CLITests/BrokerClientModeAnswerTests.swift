@@ -20,15 +20,7 @@ final class LyingBroker: @unchecked Sendable {
     private let stopped = DispatchSemaphore(value: 0)
 
     init(status: Int = 200, body: String) throws {
-        var template = Array("/tmp/ccred-lying-XXXXXX".utf8CString)
-        directory = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var sa = sockaddr_un()
-        sa.sun_family = sa_family_t(AF_UNIX)
-        let p = directory + "/broker.sock"
-        withUnsafeMutableBytes(of: &sa.sun_path) { dst in for (i, b) in p.utf8.enumerated() { dst[i] = b } }
-        let rc = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
-        guard rc == 0, listen(listener, 8) == 0 else { throw CredentialError.failure("bind/listen: \(errno)") }
+        (directory, listener) = try brokerSocketInOwnDirectory("ccred-lying", backlog: 8)
         let reply = Array("HTTP/1.1 \(status) X\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
         let fd = listener
         Thread.detachNewThread { [stopped] in
@@ -267,13 +259,8 @@ final class CapturingConsole: Console, @unchecked Sendable {
         defer { unlink(dir + "/dead.sock"); rmdir(dir) }
         let missing = try ClientModeAnswerRunner.run("unix:" + dir + "/none.sock", ["get"])
         #expect(missing.0 == .exit(5), "expected exit 5 for a missing socket: \(missing.0)")
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        defer { close(fd) }
-        var sa = sockaddr_un()
-        sa.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &sa.sun_path) { dst in for (i, b) in (dir + "/dead.sock").utf8.enumerated() { dst[i] = b } }
-        _ = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
-        let dead = try ClientModeAnswerRunner.run("unix:" + dir + "/dead.sock", ["get"])
+        let bound = try #require(BoundUnixSocket(at: dir + "/dead.sock")) // bound, never listening
+        let dead = try withExtendedLifetime(bound) { try ClientModeAnswerRunner.run("unix:" + dir + "/dead.sock", ["get"]) }
         #expect(dead.0 == .exit(4), "expected exit 4 for a socket nobody listens on: \(dead.0)")
         for line in missing.1.lines + dead.1.lines {
             #expect(Self.adviceHere(line).isEmpty && line.contains("broker's side"), "advice for a refused verb here: \(line)")

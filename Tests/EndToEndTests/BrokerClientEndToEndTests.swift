@@ -337,11 +337,7 @@ import Glibc
         defer { host.stopBroker() }
         let dir = host.socketDirectory
         let env = ["PATH": "/usr/bin:/bin", "HOME": dir]
-        for key in ["hostkey", "userkey"] {
-            let r = Harness.run("/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", dir + "/" + key], env: env)
-            #expect(r.status == 0, "ssh-keygen: \(r.stderr)")
-        }
-        try FileManager.default.copyItem(atPath: dir + "/userkey.pub", toPath: dir + "/authorized_keys")
+        try SSHFixture.makeKeys(in: dir, env: env)
         // sshd refuses to start without its privilege separation directory (Debian: /run/sshd).
         if geteuid() == 0 { mkdir("/run/sshd", 0o755) }
         let user = String(cString: getpwuid(geteuid())!.pointee.pw_name)
@@ -352,23 +348,7 @@ import Glibc
         var port = 0
         for _ in 0..<5 where sshd == 0 {
             port = Int.random(in: 40000...60000)
-            let config = """
-            ListenAddress 127.0.0.1
-            Port \(port)
-            HostKey \(dir)/hostkey
-            AuthorizedKeysFile \(dir)/authorized_keys
-            PermitRootLogin prohibit-password
-            PasswordAuthentication no
-            KbdInteractiveAuthentication no
-            UsePAM no
-            StrictModes no
-            AllowStreamLocalForwarding yes
-            StreamLocalBindUnlink yes
-            PidFile none
-            LogLevel ERROR
-
-            """
-            try config.write(toFile: dir + "/sshd_config", atomically: true, encoding: .utf8)
+            try SSHFixture.sshdConfig(port: port, keysIn: dir).write(toFile: dir + "/sshd_config", atomically: true, encoding: .utf8)
             let pid = try Self.spawn("/usr/sbin/sshd", ["-D", "-e", "-f", dir + "/sshd_config"], env: env)
             // Listening once a connection to the port is accepted.
             let stop = Date().addingTimeInterval(3)

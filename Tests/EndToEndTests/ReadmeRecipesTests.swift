@@ -167,29 +167,11 @@ import Glibc
         let t = try issuer.seed([:])
         let shape = #"{"access_token":"\#(t.accessToken)","refresh_token":"\#(t.refreshToken)","id_token":"\#(t.idToken)","account_id":"\#(t.accountId)"}"#
         #expect(Harness.run(Harness.binary, ["store"], env: env, stdin: Array(shape.utf8)).status == 0)
-        for key in ["hostkey", "userkey"] {
-            #expect(Harness.run("/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", root + "/" + key], env: env).status == 0)
-        }
-        try FileManager.default.copyItem(atPath: root + "/userkey.pub", toPath: root + "/authorized_keys")
+        try SSHFixture.makeKeys(in: root, env: env)
         let port = Int.random(in: 40000...60000)
         let user = String(cString: getpwuid(geteuid())!.pointee.pw_name)
-        try """
-        ListenAddress 127.0.0.1
-        Port \(port)
-        HostKey \(root)/hostkey
-        AuthorizedKeysFile \(root)/authorized_keys
-        PermitRootLogin prohibit-password
-        PasswordAuthentication no
-        KbdInteractiveAuthentication no
-        UsePAM no
-        StrictModes no
-        AllowStreamLocalForwarding yes
-        StreamLocalBindUnlink yes
-        SetEnv PATH=\(root)/bin:/usr/bin:/bin
-        PidFile none
-        LogLevel ERROR
-
-        """.write(toFile: root + "/sshd_config", atomically: true, encoding: .utf8)
+        try SSHFixture.sshdConfig(port: port, keysIn: root, path: root + "/bin:/usr/bin:/bin")
+            .write(toFile: root + "/sshd_config", atomically: true, encoding: .utf8)
         // <HOST>: how a person names the other machine, here in ~/.ssh/config.
         try """
         Host readme-host

@@ -11,9 +11,7 @@ public struct BacklogError: Error, CustomStringConvertible {
 /// connects until the kernel answers EAGAIN. Returns the connections that got in, for the caller to
 /// close; throws when a connect fails otherwise or the backlog never fills (64 connections).
 public func fillBacklog(at path: String) throws -> [Int32] {
-    var sa = sockaddr_un()
-    sa.sun_family = sa_family_t(AF_UNIX)
-    withUnsafeMutableBytes(of: &sa.sun_path) { dst in for (i, b) in path.utf8.enumerated() { dst[i] = b } }
+    var sa = unixAddress(path)
     var fillers: [Int32] = []
     while fillers.count < 64 {
         let f = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
