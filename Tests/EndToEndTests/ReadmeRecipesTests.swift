@@ -195,7 +195,9 @@ import Glibc
         // ssh reads ~/.ssh/config from the home in the password database: there, the throwaway home.
         let passwdHome = String(cString: getpwuid(geteuid())!.pointee.pw_dir)
         script += "mount --bind \"$HOME\" \(passwdHome) || exit 95\n"
-        script += "mkdir -m 755 /run/sshd && /usr/sbin/sshd -f \(root)/sshd_config || exit 94\n"
+        // sshd returns from daemon(3) before it listens; it writes its pid file once it does.
+        script += "mkdir -m 755 /run/sshd && /usr/sbin/sshd -f \(root)/sshd_config -o PidFile=\(root)/sshd.pid || exit 94\n"
+        script += "for n in $(seq 100); do test -s \(root)/sshd.pid && break; sleep 0.05; done; test -s \(root)/sshd.pid || exit 96\n"
         script += "chatgpt-credential serve 2>\(root)/serve.err &\n"
         script += "for n in $(seq 50); do test -S \"$(chatgpt-credential serve --print-socket)\" && break; sleep 0.1; done\n"
         script += "cd \"$HOME\" && sh -e \(root)/ssh.sh\n"
