@@ -77,7 +77,7 @@ package final class BrokerServer: @unchecked Sendable {
         /// A complete head waits until the client has read enough of the earlier answers for the
         /// next one to be written at once (so a client that does not read holds no worker).
         var waitingToWrite = false
-        /// What the worker decided once the answer was written.
+        /// What becomes of it once its answer was written (`deliver` decides).
         var after: After = .keep
         enum After { case keep, close, drain }
         /// An answer the loop began and the socket did not take at once: a worker writes the rest.
@@ -578,10 +578,10 @@ package final class BrokerServer: @unchecked Sendable {
 
     /// Answers the head at the start of `c.buffer`; sets what becomes of the connection.
     private func answer(_ c: Connection) {
+        let deadline = Clock.monotonicMillis() + Int64(max(settings.requestDeadline, 1) * 1000)
         if let rest = c.unfinished.take() {
             let total = rest.head.count + rest.answer.body.count
-            let sent = writeAnswer(c.fd, rest.head, rest.answer, from: rest.sent,
-                             deadline: Clock.monotonicMillis() + Int64(max(settings.requestDeadline, 1) * 1000))
+            let sent = writeAnswer(c.fd, rest.head, rest.answer, from: rest.sent, deadline: deadline)
             record(c.peer, path: rest.path, rest.answer)
             c.after = sent == total && rest.keepAlive ? .keep : .close
             return
@@ -590,7 +590,6 @@ package final class BrokerServer: @unchecked Sendable {
         let parsed = BrokerRequest.parse(c.buffer[0..<end])
         c.buffer.removeFirst(end)
         c.served += 1
-        let deadline = Clock.monotonicMillis() + Int64(max(settings.requestDeadline, 1) * 1000)
         switch parsed {
         case .failure(let e):
             let answer = BrokerAnswer.failure(status: e.status, message: e.message)

@@ -39,8 +39,7 @@ struct GetCommand: Verb {
             guard let n = Int64(raw), n >= 0, n <= 366 * 86400 else {
                 throw CredentialError.usage("invalid value '\(Sanitize.line(raw, limit: 40))' for --min-ttl: a number of seconds from 0 to 31622400")
             }
-            o.minTTL = max(TokenDocument.refreshMargin, n)
-            o.requiredTTL = n
+            o.require(ttl: n)
         }
         o.forceRefresh = a.has("--force-refresh")
         options = o
@@ -77,6 +76,13 @@ public struct GetOptions: Sendable, Equatable {
     public var requiredTTL: Int64?
     public init(format: OutputFormat = .token, minTTL: Int64 = TokenDocument.refreshMargin, forceRefresh: Bool = false, requiredTTL: Int64? = nil) {
         self.format = format; self.minTTL = minTTL; self.forceRefresh = forceRefresh; self.requiredTTL = requiredTTL
+    }
+
+    /// `--min-ttl N` (the broker's `min_ttl=N`): refresh unless the token is valid N more seconds,
+    /// and never serve one inside the refresh margin (man page REFRESH).
+    public mutating func require(ttl n: Int64) {
+        minTTL = max(TokenDocument.refreshMargin, n)
+        requiredTTL = n
     }
 
     /// What the refresh decision needs of these options.

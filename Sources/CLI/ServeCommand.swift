@@ -227,10 +227,7 @@ extension Runner {
     /// `get --json [--min-ttl N]`'s options for `/v1/token?min_ttl=N`.
     private static func tokenOptions(_ minTTL: Int64?) -> GetOptions {
         var options = GetOptions(format: .json)
-        if let minTTL {
-            options.minTTL = max(TokenDocument.refreshMargin, minTTL)
-            options.requiredTTL = minTTL
-        }
+        if let minTTL { options.require(ttl: minTTL) }
         return options
     }
 

@@ -52,11 +52,6 @@ extension CredentialOwner {
     /// The profile's credential, fresh enough for `need`: from the access cache when it holds a
     /// fresh entry (no store, no lock, no network), else from the store, refreshed when due.
     package func fresh(_ need: Freshness) throws -> FreshCredential {
-        func from(_ kind: StoreKind, _ answer: FreshCredential) -> FreshCredential {
-            var answer = answer
-            answer.store = kind
-            return answer
-        }
         if let hit = fromCache(need) { return hit }
         if let cache, !need.forceRefresh, cache.canServe {
             let kind = selector.readKind(of: profile)
@@ -76,9 +71,14 @@ extension CredentialOwner {
     package func fromCache(_ need: Freshness) -> FreshCredential? {
         guard let cache, !need.forceRefresh else { return nil }
         let kind = selector.readKind(of: profile)
-        guard var hit = cachedAnswer(cache, kind, need) else { return nil }
-        hit.store = kind
-        return hit
+        return cachedAnswer(cache, kind, need).map { from(kind, $0) }
+    }
+
+    /// `answer`, saying which kind of store it stands for.
+    private func from(_ kind: StoreKind, _ answer: FreshCredential) -> FreshCredential {
+        var answer = answer
+        answer.store = kind
+        return answer
     }
 
     private enum Fill {
