@@ -4,23 +4,17 @@ import Glibc
 #endif
 
 /// Bytes that are a secret: key material, passphrases, decrypted documents, bodies that carry
-/// tokens. There is exactly one copy, because the type is noncopyable; it lives in memory from
-/// `sodium_malloc` and is zeroed (`sodium_memzero`) and released (`sodium_free`) when it goes
-/// away. Code reaches the bytes only through borrowed access (`withUnsafeBytes`,
-/// `withUnsafeMutableBytes`) for the length of a call.
+/// tokens. There is exactly one copy, because the type is noncopyable; it lives in a guarded
+/// region of its own (`GuardedRegion`: guard pages on both sides, its end touching the one after
+/// it, a canary before its start, `MADV_DONTDUMP`, `mlock`ed) and is zeroed (`sodium_memzero`)
+/// and unmapped when it goes away. Code reaches the bytes only through borrowed access
+/// (`withUnsafeBytes`, `withUnsafeMutableBytes`) for the length of a call.
 ///
-/// What `sodium_malloc` gives (libsodium 1.0.18, `sodium/utils.c`): a region of its own pages
-/// with an inaccessible guard page on each side, the bytes placed so that their END touches the
-/// guard page after them (one byte past the end faults at once; the slack before the start holds
-/// a canary that `sodium_free` checks, aborting the process when it was overwritten), marked
-/// `MADV_DONTDUMP` and `mlock`ed so they reach neither swap nor a core file. When `mlock` fails
-/// (`RLIMIT_MEMLOCK` reached: each value locks at least one page) libsodium ignores the failure:
-/// the value still works and is still guarded and zeroed, only not locked. Each value costs
-/// about five system calls to make and five to release, so a value is made once per secret,
-/// not per byte or per chunk. `sodium_malloc(0)` works too (a page whose end is the guard
-/// page), but an empty value maps nothing at all: it has no bytes to protect.
+/// Each value costs four system calls to make and one to release, so a value is made once per
+/// secret, not per byte or per chunk. An empty value maps nothing at all: it has no bytes to
+/// protect.
 ///
-/// An allocation failure (`sodium_malloc` returns NULL only when `mmap` fails) ends the process
+/// An allocation failure (only a failed `mmap` or `mprotect`) ends the process
 /// with a fatal error rather than throwing: the values are small (at most about a megabyte), a
 /// process that cannot map four pages can do nothing useful, and a throwing initialiser would
 /// make every hash, key derivation and append a `try` for a failure Swift's own allocator also
@@ -31,7 +25,7 @@ import Glibc
 /// Swift value that is never wiped.
 public struct SecretBytes: ~Copyable, @unchecked Sendable {
     // @unchecked Sendable: the one owner may hand the value to another thread; nothing is shared.
-    /// The sodium_malloc'd region, nil while `capacity` is 0: an empty value has no bytes to
+    /// The bytes in their guarded region, nil while `capacity` is 0: an empty value has no bytes to
     /// protect, so it maps nothing (empty bodies and not-yet-known passphrases cost no syscalls).
     private var base: UnsafeMutableRawPointer?
     /// How many bytes fit before `append` has to move the value to a larger region.
@@ -84,9 +78,7 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
     deinit { Self.release(base, capacity) }
 
     private static func allocate(_ size: Int) -> UnsafeMutableRawPointer {
-        // sodium_init() sets the page size sodium_malloc works with; without it libsodium aborts.
-        precondition(Sodium.ready, "libsodium failed to initialise")
-        guard let p = sodium_malloc(size) else {
+        guard let p = GuardedRegion.allocate(size) else {
             fatalError("out of memory: cannot map \(size) bytes of guarded memory for a secret (\(String(cString: strerror(errno))))")
         }
         return p
@@ -94,9 +86,7 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
 
     private static func release(_ p: UnsafeMutableRawPointer?, _ size: Int) {
         guard let p else { return }
-        // sodium_free zeroes the pages too (sodium_munlock); the explicit wipe does not depend on it.
-        sodium_memzero(p, size)
-        sodium_free(p)
+        GuardedRegion.release(p, capacity: size)
     }
 
     public var isEmpty: Bool { count == 0 }

@@ -80,7 +80,7 @@ enum OwnMemory {
     /// Every needle's occurrences, whole, in every readable private mapping that can hold a
     /// copy made by our code — anonymous memory (malloc's arenas, thread stacks), `[heap]`,
     /// `[stack]`, and the writable data of loaded objects — except those marked MADV_DONTDUMP
-    /// (`dd` in smaps' VmFlags): sodium_malloc's guarded regions (SecretBytes still alive in
+    /// (`dd` in smaps' VmFlags): the guarded regions (SecretBytes still alive in
     /// tests running alongside) and the scan's own mappings.
     static func find(_ needles: [Needle]) -> Scan {
         let chunk = 1 << 20, window = chunk + 4096

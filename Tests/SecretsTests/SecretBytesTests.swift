@@ -148,6 +148,32 @@ import Glibc
         #expect(signalEndingChild { _ = base.load(fromByteOffset: 100, as: UInt8.self) } == SIGSEGV)
     }
 
+    @Test func thePageBeforeTheRegionFaults() {
+        let s = SecretBytes(copying: [UInt8](repeating: 1, count: 100))
+        let base = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+        // The region's readable pages begin at the page holding the canary, 16 bytes before the start.
+        let page = UInt(sysconf(Int32(_SC_PAGESIZE)))
+        let regionStart = UnsafeRawPointer(bitPattern: (UInt(bitPattern: base) - 16) / page * page)!
+        #expect(signalEndingChild { _ = regionStart.load(as: UInt8.self) } == 0)
+        #expect(signalEndingChild { _ = regionStart.load(fromByteOffset: -1, as: UInt8.self) } == SIGSEGV)
+    }
+
+    @Test func aWriteJustBeforeTheStartStopsTheProcessWhenTheValueGoes() {
+        let control = childStatus {
+            let s = SecretBytes(copying: [UInt8](repeating: 1, count: 100))
+            _ = s.withUnsafeBytes { $0.baseAddress!.load(fromByteOffset: -1, as: UInt8.self) }
+            return 0
+        }
+        #expect(control == 0)
+        let status = childStatus {
+            let s = SecretBytes(copying: [UInt8](repeating: 1, count: 100))
+            s.withUnsafeBytes { UnsafeMutableRawPointer(mutating: $0.baseAddress!).storeBytes(of: 0x55, toByteOffset: -1, as: UInt8.self) }
+            return 0
+        }
+        // Swift's fatalError traps (ud2): SIGILL, before the region is wiped and unmapped.
+        #expect(status & 0x7F == SIGILL, "wait status \(status)")
+    }
+
     @Test func anEmptyValueMapsNothingUntilItGrows() {
         var s = SecretBytes()
         let capacity = s.capacity, base = s.withUnsafeBytes { $0.baseAddress }
@@ -178,7 +204,7 @@ import Glibc
             address = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
             #expect(signalEndingChild { _ = address!.load(as: UInt8.self) } == 0)
         }
-        // deinit ran sodium_free: the pages are gone, so no stale copy can be read back.
+        // deinit unmapped the region: the pages are gone, so no stale copy can be read back.
         #expect(!staleSecretReadable(at: address!, [1, 2, 3]))
     }
 
