@@ -199,4 +199,36 @@ import Glibc
         let r = bg.finish()
         #expect(r.status == 0, "\(r.stderr)")
     }
+
+    /// Where nothing may be locked (RLIMIT_MEMLOCK 0 and no CAP_IPC_LOCK, as in many containers,
+    /// or a limit another program has used up), every mlock(2) fails with EPERM: secrets are still
+    /// guarded and wiped, only not locked (SECURITY.md), so `store`, a `get` from the file and a
+    /// refresh all work. The control runs python3's mlock under the same wrapper: EPERM.
+    @Test(.enabled(if: Hostile.canSwitchUser))
+    func secretsWorkWhereNothingMayBeLocked() throws {
+        let wrapper = [Hostile.setpriv, "--bounding-set", "-ipc_lock", "--inh-caps", "-ipc_lock", "/usr/bin/prlimit", "--memlock=0:0"]
+        let probe = "import ctypes, mmap; libc = ctypes.CDLL(None, use_errno=True); m = mmap.mmap(-1, 4096); "
+            + "a = ctypes.addressof(ctypes.c_char.from_buffer(m)); print(libc.mlock(ctypes.c_void_p(a), 4096), ctypes.get_errno())"
+        let control = Harness.run(wrapper[0], Array(wrapper.dropFirst()) + ["/usr/bin/python3", "-c", probe], env: ["PATH": "/usr/bin:/bin"])
+        #expect(control.stdout == "-1 \(EPERM)\n", "mlock under the wrapper: \(control.stdout) \(control.stderr)")
+        let issuer = try TestIssuer()
+        let s = Sandbox(bus: .none, store: "file")
+        s.env["CHATGPT_CREDENTIAL_ISSUER"] = issuer.url
+        s.env["CHATGPT_CREDENTIAL_STORE"] = "file"
+        let t = try issuer.seed(["expires_in": -10])
+        func run(_ args: [String], stdin: String? = nil) -> RunResult {
+            Harness.run(wrapper[0], Array(wrapper.dropFirst()) + [Harness.binary] + args, env: s.env, stdin: stdin.map { Array($0.utf8) })
+        }
+        let stored = run(["--profile", s.profile, "store"], stdin: t.storeJSON)
+        #expect(stored.status == 0, "store: \(stored.stderr)")
+        // Expired: this get refreshes (the issuer's answer, the new document, the rewritten file).
+        let refreshed = run(["--profile", s.profile, "get"])
+        #expect(refreshed.status == 0, "get: \(refreshed.stderr)")
+        #expect(try issuer.counter("refresh_requests") == 1)
+        let fresh = refreshed.stdout.trimmingCharacters(in: .newlines)
+        #expect(!fresh.isEmpty && fresh != t.accessToken)
+        let read = run(["--profile", s.profile, "--no-cache", "get"])
+        #expect(read.status == 0, "get --no-cache: \(read.stderr)")
+        #expect(read.stdout.trimmingCharacters(in: .newlines) == fresh)
+    }
 }
