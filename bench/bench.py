@@ -133,10 +133,13 @@ class Issuer:
 
 # MARK: the broker (man page BROKER): requests over its socket vs one `get` process per request
 
-def broker_request(sock, request):
-    """One request on a kept-alive connection; returns (status, body). Reads exactly one answer.
-    Kept lean (no regex, no JSON per request) so that the client's own cost stays small."""
-    sock.sendall(request)
+# The bench clients' request: a token, on a connection kept alive.
+TOKEN_REQUEST = b"GET /v1/token HTTP/1.1\r\nHost: localhost\r\n\r\n"
+
+
+def read_answer(sock):
+    """Reads exactly one answer: (its head through the blank line, its body). Kept lean (no
+    regex, no JSON per request) so that the client's own cost stays small."""
     data = sock.recv(65536)
     while True:
         end = data.find(b"\r\n\r\n")
@@ -154,27 +157,33 @@ def broker_request(sock, request):
         if not chunk:
             raise ConnectionError("short answer")
         body += chunk
-    return int(data[9:12]), body
+    return data[:end + 4], body
+
+
+def broker_request(sock, request):
+    """One request on a kept-alive connection; returns (status, body)."""
+    sock.sendall(request)
+    head, body = read_answer(sock)
+    return int(head[9:12]), body
 
 
 def captured_answer(sock_path):
     """The broker's whole answer (head and body) to the bench's request, as its bytes on the wire."""
     import socket as socketlib
-    conn = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
-    conn.settimeout(30)
-    conn.connect(sock_path)
-    request = b"GET /v1/token HTTP/1.1\r\nHost: localhost\r\n\r\n"
-    conn.sendall(request)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += conn.recv(65536)
-    end = data.find(b"\r\n\r\n")
-    at = data.find(b"Content-Length: ", 0, end) + 16
-    length = int(data[at:data.find(b"\r", at)])
-    while len(data) < end + 4 + length:
-        data += conn.recv(65536)
-    conn.close()
-    return data
+    with socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM) as conn:
+        conn.settimeout(30)
+        conn.connect(sock_path)
+        conn.sendall(TOKEN_REQUEST)
+        head, body = read_answer(conn)
+    return head + body
+
+
+def wait_for_socket(path):
+    """Until a server just started has bound `path` (at most 5 s)."""
+    for _ in range(500):
+        if os.path.exists(path):
+            return
+        time.sleep(0.01)
 
 
 def build_replay(work):
@@ -203,7 +212,7 @@ def broker_client(mode, target, requests, start, out):
                     conn = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
                     conn.settimeout(30)
                     conn.connect(target)
-                status, body = broker_request(conn, b"GET /v1/token HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                status, body = broker_request(conn, TOKEN_REQUEST)
                 ok, answer = status == 200, body
                 if mode.endswith("connect"):
                     conn.close()
@@ -253,11 +262,9 @@ def broker_bench(binary, env, work, store):
     log = open(f"{work}/broker.log", "w")
     broker = subprocess.Popen([binary, "--store", "file", "--profile", profile, "serve", "--socket", sock],
                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    replay = None
     try:
-        for _ in range(500):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.01)
+        wait_for_socket(sock)
         # The ceiling: the same clients against a server that replays the broker's answer.
         answer_file = f"{work}/broker-answer"
         with open(answer_file, "wb") as f:
@@ -265,10 +272,7 @@ def broker_bench(binary, env, work, store):
         replay_sock = f"{work}/replay.sock"
         replay = subprocess.Popen([build_replay(work), replay_sock, answer_file], stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=log)
-        for _ in range(500):
-            if os.path.exists(replay_sock):
-                break
-            time.sleep(0.01)
+        wait_for_socket(replay_sock)
         rows = {}
         load_before = os.getloadavg()
         for mode, target in (("keep-alive", sock), ("connect", sock), ("ceiling keep-alive", replay_sock),
@@ -285,7 +289,7 @@ def broker_bench(binary, env, work, store):
                 os.environ.update(saved)
         load_after = os.getloadavg()
     finally:
-        for server in (broker, locals().get("replay")):
+        for server in (broker, replay):
             if server is not None:
                 server.terminate()
                 server.wait(10)
@@ -378,10 +382,7 @@ def starvation_bench(binary, env, work, store):
                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
     rows = {}
     try:
-        for _ in range(500):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.01)
+        wait_for_socket(sock)
         os.chmod(sock, 0o666)
         timed_gets(sock, 5)  # warm
         scenarios = [("nothing held", None, 0)]
@@ -560,10 +561,7 @@ def startup_bench(binary, env, work, store):
                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
     load_before = os.getloadavg()
     try:
-        for _ in range(500):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.01)
+        wait_for_socket(sock)
         # Each executable is measured as a copy in the work directory, as `install` or dpkg puts
         # one in place: a file just written by the linker sits in the page cache differently and
         # takes ~15 more page faults per start than the same bytes copied.
