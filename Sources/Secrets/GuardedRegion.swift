@@ -4,14 +4,14 @@ import Glibc
 #endif
 
 /// The memory a `SecretBytes` value lives in: a mapping of its own, laid out as libsodium's
-/// `sodium_malloc` lays out its regions (SECURITY.md "What is wiped in memory"), made in five
-/// system calls instead of its ten.
+/// `sodium_malloc` lays out its regions (SECURITY.md "What is wiped in memory"), made and
+/// released in five system calls instead of its ten.
 ///
 ///     | guard page | slack … canary | the bytes | guard page |
 ///
 /// The bytes end where the guard page after them begins (one byte past the end faults at once);
 /// the 16 bytes before them hold this process's canary, checked when the region goes (a write
-/// just before the start aborts the process then); the page before the slack is a guard too.
+/// just before the start stops the process then); the page before the slack is a guard too.
 /// The whole mapping is `MADV_DONTDUMP`; the readable pages are `mlock`ed (a failure under a
 /// small `RLIMIT_MEMLOCK` is ignored, as libsodium ignores it: the value is still guarded and
 /// wiped, only not locked). Releasing wipes the readable pages and unmaps the whole region, so a
@@ -25,8 +25,8 @@ import Glibc
 /// memory-map calls are dear this halved the cost of a value (bench/results.md); the broker makes
 /// two per answer.
 enum GuardedRegion {
-    static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
-    static let canaryCount = 16
+    private static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+    private static let canaryCount = 16
 
     /// Random per process, so that a stray write cannot restore it by writing what it found.
     private static let canary: [UInt8] = {
@@ -39,7 +39,7 @@ enum GuardedRegion {
         (capacity + canaryCount + pageSize - 1) / pageSize * pageSize
     }
 
-    /// Room for `capacity` (> 0) bytes, or nil when `mmap` fails.
+    /// Room for `capacity` (> 0) bytes, or nil when `mmap` or `mprotect` fails.
     static func allocate(_ capacity: Int) -> UnsafeMutableRawPointer? {
         let open = openSize(capacity), total = open + 2 * pageSize
         let base = mmap(nil, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
