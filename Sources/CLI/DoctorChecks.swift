@@ -158,7 +158,7 @@ struct DoctorChecks {
     func accessCache() -> DoctorCheck {
         let name = "access-cache"
         guard g.cache.enabled else { return .ok(name, "off (--no-cache or CHATGPT_CREDENTIAL_CACHE=off)") }
-        guard UserNamespace.isInitial() else { return .ok(name, "not used in a user namespace other than the first") }
+        guard UserNamespace.isInitial else { return .ok(name, "not used in a user namespace other than the first") }
         if let e = KeyringCache.kernelRefusal() {
             return .ok(name, "not used here: the kernel refuses keys (\(FileSystem.errorText(e))); every get reads the store")
         }

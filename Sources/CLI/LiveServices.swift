@@ -39,7 +39,7 @@ extension Services {
         services.makeCache = { g in
             // The kernel keeps a user keyring per user namespace: an entry made in another one
             // could not be revoked by a change made on the host (man page ACCESS CACHE).
-            guard UserNamespace.isInitial() else {
+            guard UserNamespace.isInitial else {
                 if g.verbose { console.err("chatgpt-credential: debug: access cache not used: this process is in a user namespace other than the first") }
                 return nil
             }
