@@ -4,8 +4,7 @@ import Glibc
 #endif
 
 /// The memory a `SecretBytes` value lives in: a mapping of its own, laid out as libsodium's
-/// `sodium_malloc` lays out its regions (SECURITY.md "What is wiped in memory"), made and
-/// released in five system calls instead of its ten.
+/// `sodium_malloc` lays out its regions (SECURITY.md "What is wiped in memory").
 ///
 ///     | guard page | slack … canary | the bytes | guard page |
 ///
@@ -14,16 +13,19 @@ import Glibc
 /// just before the start stops the process then); the page before the slack is a guard too.
 /// The whole mapping is `MADV_DONTDUMP`; the readable pages are `mlock`ed (a failure under a
 /// small `RLIMIT_MEMLOCK` is ignored, as libsodium ignores it: the value is still guarded and
-/// wiped, only not locked). Releasing wipes the readable pages and unmaps the whole region, so a
+/// wiped, only not locked). Releasing wipes the readable pages and makes them inaccessible, so a
 /// stale pointer faults.
 ///
-/// Why not `sodium_malloc`: it makes the guard pages by `mprotect`ing a read-write mapping
-/// (three calls, the third for a read-only page that holds the size) and undoes each before
-/// `munmap` (an `mprotect`, a `madvise`, a `munlock`), all to find the size again from a bare
-/// pointer. `SecretBytes` knows its capacity, so here the mapping starts inaccessible and one
-/// `mprotect` opens the middle, and `munmap` alone undoes everything. On a virtual machine where
-/// memory-map calls are dear this halved the cost of a value (bench/results.md); the broker makes
-/// two per answer.
+/// A new region takes four system calls (an inaccessible mapping, `madvise`, one `mprotect`
+/// opening the middle, `mlock`) and `munmap` alone undoes it, where `sodium_malloc` and
+/// `sodium_free` take ten (they build the guards by narrowing a read-write mapping, keep a page
+/// that holds the size, and undo each step). A released region of at most `spareLimit` readable
+/// bytes is not unmapped but kept, wiped and inaccessible (still locked, still out of core
+/// files), for the next value of the same size made on the same thread: that value costs one
+/// `mprotect` to make and one to release. Each thread keeps at most `sparesPerThread` such
+/// regions, and unmaps them when it ends; a thread whose new region cannot be locked unmaps its
+/// own first, so they never take a live value's share of `RLIMIT_MEMLOCK`. The broker makes two
+/// values per answer (bench/results.md); being per thread, the spares need no lock.
 enum GuardedRegion {
     private static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
     private static let canaryCount = 16
@@ -39,9 +41,31 @@ enum GuardedRegion {
         (capacity + canaryCount + pageSize - 1) / pageSize * pageSize
     }
 
-    /// Room for `capacity` (> 0) bytes, or nil when `mmap` or `mprotect` fails.
+    /// Room for `capacity` (> 0) bytes, or nil when `mmap` or `mprotect` fails. Its pages are zero.
     static func allocate(_ capacity: Int) -> UnsafeMutableRawPointer? {
-        let open = openSize(capacity), total = open + 2 * pageSize
+        let open = openSize(capacity)
+        guard let inside = reopenedSpare(open) ?? mapped(open) else { return nil }
+        let bytes = inside + open - capacity
+        canary.withUnsafeBytes { (bytes - canaryCount).copyMemory(from: $0.baseAddress!, byteCount: canaryCount) }
+        return bytes
+    }
+
+    /// Wipes the region `allocate(capacity)` returned `bytes` in, then keeps it inaccessible for
+    /// this thread's next value of its size, or unmaps it. A changed canary means something wrote
+    /// before the value's start: the process stops rather than go on.
+    static func release(_ bytes: UnsafeMutableRawPointer, capacity: Int) {
+        let open = openSize(capacity)
+        let inside = bytes + capacity - open
+        let intact = canary.withUnsafeBytes { sodium_memcmp(bytes - canaryCount, $0.baseAddress!, canaryCount) == 0 }
+        guard intact else { fatalError("guarded memory: the bytes before a secret's start were overwritten") }
+        sodium_memzero(inside, open)
+        if !keptAsSpare(inside, open) { unmap(inside, open) }
+    }
+
+    /// A new region with `open` readable bytes (zero, as fresh anonymous pages are); where they
+    /// begin, or nil.
+    private static func mapped(_ open: Int) -> UnsafeMutableRawPointer? {
+        let total = open + 2 * pageSize
         let base = mmap(nil, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
         guard let base, base != MAP_FAILED else { return nil }
         let inside = base + pageSize
@@ -50,20 +74,97 @@ enum GuardedRegion {
             munmap(base, total)
             return nil
         }
-        _ = mlock(inside, open)
-        let bytes = inside + open - capacity
-        canary.withUnsafeBytes { (bytes - canaryCount).copyMemory(from: $0.baseAddress!, byteCount: canaryCount) }
-        return bytes
+        // This thread's idle spares give up their locked pages before a live value goes unlocked.
+        if mlock(inside, open) != 0 && unmapSpares() { _ = mlock(inside, open) }
+        return inside
     }
 
-    /// Wipes and unmaps the region `allocate(capacity)` returned `bytes` in. A changed canary
-    /// means something wrote before the value's start: the process stops rather than go on.
-    static func release(_ bytes: UnsafeMutableRawPointer, capacity: Int) {
-        let open = openSize(capacity)
-        let inside = bytes + capacity - open
-        let intact = canary.withUnsafeBytes { sodium_memcmp(bytes - canaryCount, $0.baseAddress!, canaryCount) == 0 }
-        guard intact else { fatalError("guarded memory: the bytes before a secret's start were overwritten") }
-        sodium_memzero(inside, open)
+    private static func unmap(_ inside: UnsafeMutableRawPointer, _ open: Int) {
         munmap(inside - pageSize, open + 2 * pageSize)
+    }
+
+    // MARK: spares
+
+    /// The most readable bytes a kept region has: the broker's two values per answer (a cache
+    /// entry's 8 KiB read buffer and the answer's body) fit.
+    private static let spareLimit = 4 * pageSize
+    private static let sparesPerThread = 2
+
+    /// A released region waiting, inaccessible and wiped, for its thread's next value.
+    private struct Spare {
+        var inside: UnsafeMutableRawPointer?
+        var open: Int
+    }
+
+    /// The thread-specific slot that holds a thread's spares (`sparesPerThread` of them); its
+    /// destructor unmaps them when the thread ends. Nil when the process is out of keys: then
+    /// every region is unmapped on release.
+    private static let sparesKey: pthread_key_t? = {
+        var key = pthread_key_t()
+        let made = pthread_key_create(&key) { slots in
+            guard let slots else { return }
+            let spares = slots.assumingMemoryBound(to: Spare.self)
+            for i in 0..<GuardedRegion.sparesPerThread {
+                if let inside = spares[i].inside { GuardedRegion.unmap(inside, spares[i].open) }
+            }
+            spares.deallocate()
+        }
+        return made == 0 ? key : nil
+    }()
+
+    /// This thread's spares; made (empty) when `create` is true and there are none yet.
+    private static func spares(create: Bool) -> UnsafeMutablePointer<Spare>? {
+        guard let key = sparesKey else { return nil }
+        if let slots = pthread_getspecific(key) { return slots.assumingMemoryBound(to: Spare.self) }
+        guard create else { return nil }
+        let spares = UnsafeMutablePointer<Spare>.allocate(capacity: sparesPerThread)
+        spares.initialize(repeating: Spare(inside: nil, open: 0), count: sparesPerThread)
+        guard pthread_setspecific(key, spares) == 0 else {
+            spares.deallocate()
+            return nil
+        }
+        return spares
+    }
+
+    /// A spare of exactly `open` readable bytes made accessible again (still locked and wiped, so
+    /// its pages are zero); nil when this thread has none of that size.
+    private static func reopenedSpare(_ open: Int) -> UnsafeMutableRawPointer? {
+        guard let spares = spares(create: false) else { return nil }
+        for i in 0..<sparesPerThread where spares[i].inside != nil && spares[i].open == open {
+            let inside = spares[i].inside!
+            spares[i].inside = nil
+            guard mprotect(inside, open, PROT_READ | PROT_WRITE) == 0 else {
+                unmap(inside, open)
+                return nil
+            }
+            return inside
+        }
+        return nil
+    }
+
+    /// Keeps a wiped region as one of this thread's spares, made inaccessible; false when it is
+    /// too large, the thread has no free slot, or it cannot be made inaccessible.
+    private static func keptAsSpare(_ inside: UnsafeMutableRawPointer, _ open: Int) -> Bool {
+        guard open <= spareLimit, let spares = spares(create: true) else { return false }
+        for i in 0..<sparesPerThread where spares[i].inside == nil {
+            guard mprotect(inside, open, PROT_NONE) == 0 else { return false }
+            spares[i] = Spare(inside: inside, open: open)
+            return true
+        }
+        return false
+    }
+
+    /// Unmaps this thread's spares; true when there was one.
+    private static func unmapSpares() -> Bool {
+        guard let spares = spares(create: false) else { return false }
+        var any = false
+        for i in 0..<sparesPerThread {
+            if let inside = spares[i].inside {
+                unmap(inside, spares[i].open)
+                spares[i].inside = nil
+                any = true
+            }
+        }
+        return any
     }
 }

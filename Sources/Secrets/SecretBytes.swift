@@ -7,12 +7,13 @@ import Glibc
 /// tokens. There is exactly one copy, because the type is noncopyable; it lives in a guarded
 /// region of its own (`GuardedRegion`: guard pages on both sides, its end touching the one after
 /// it, a canary before its start, `MADV_DONTDUMP`, `mlock`ed) and is zeroed (`sodium_memzero`)
-/// and unmapped when it goes away. Code reaches the bytes only through borrowed access
-/// (`withUnsafeBytes`, `withUnsafeMutableBytes`) for the length of a call.
+/// and made inaccessible when it goes away (the region unmapped, or kept for the thread's next
+/// value of its size). Code reaches the bytes only through borrowed access (`withUnsafeBytes`,
+/// `withUnsafeMutableBytes`) for the length of a call.
 ///
-/// Each value costs four system calls to make and one to release, so a value is made once per
-/// secret, not per byte or per chunk. An empty value maps nothing at all: it has no bytes to
-/// protect.
+/// Each value costs system calls to make and to release (one each way when a kept region fits,
+/// four and one when it does not), so a value is made once per secret, not per byte or per
+/// chunk. An empty value maps nothing at all: it has no bytes to protect.
 ///
 /// An allocation failure (only a failed `mmap` or `mprotect`) ends the process
 /// with a fatal error rather than throwing: the values are small (at most about a megabyte), a

@@ -197,15 +197,109 @@ import Glibc
         #expect(!staleSecretReadable(at: old, [1, 2, 3]))
     }
 
-    @Test func releasedValuesAreUnmapped() {
+    @Test func releasedValuesCannotBeReadBack() {
         var address: UnsafeRawPointer? = nil
         do {
             let s = SecretBytes(copying: [1, 2, 3])
             address = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
             #expect(signalEndingChild { _ = address!.load(as: UInt8.self) } == 0)
         }
-        // deinit unmapped the region: the pages are gone, so no stale copy can be read back.
+        // deinit wiped the region and made it inaccessible (a spare) or unmapped it.
         #expect(!staleSecretReadable(at: address!, [1, 2, 3]))
+    }
+
+    /// Runs `body` on a new thread, which has no spare regions yet, and waits for it to end (and
+    /// so for its spares to be unmapped).
+    func onNewThread(_ body: @escaping () -> Void) {
+        final class Work { let body: () -> Void; init(_ body: @escaping () -> Void) { self.body = body } }
+        var thread = pthread_t()
+        let work = Unmanaged.passRetained(Work(body)).toOpaque()
+        let made = pthread_create(&thread, nil, { raw in
+            Unmanaged<Work>.fromOpaque(raw!).takeRetainedValue().body()
+            return nil
+        }, work)
+        precondition(made == 0, "pthread_create: \(made)")
+        pthread_join(thread, nil)
+    }
+
+    /// A mapping that is a kept spare: inaccessible and (where mlock worked) locked.
+    func isSpare(_ m: (residentKB: Int, flags: [String])?) -> Bool {
+        guard let m else { return false }
+        return !m.flags.contains("rd") && !m.flags.contains("wr") && m.flags.contains("lo")
+    }
+
+    final class Seen: @unchecked Sendable {
+        var kept: (residentKB: Int, flags: [String])?
+        var keptFaults: Int32 = 0
+        var first: UnsafeRawPointer?
+        var second: UnsafeRawPointer?
+        var secondContents: [UInt8] = []
+        var pastSecondEndFaults: Int32 = 0
+        var large: UnsafeRawPointer?
+        var largeAfterRelease: (residentKB: Int, flags: [String])?
+    }
+
+    @Test func aSmallReleasedRegionWaitsWipedAndInaccessibleForItsThreadsNextValue() {
+        let seen = Seen()
+        onNewThread { [self] in
+            do {
+                let s = SecretBytes(copying: [UInt8](repeating: 0xA5, count: 100))
+                seen.first = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+            }
+            seen.kept = mapping(of: seen.first!)
+            seen.keptFaults = signalEndingChild { _ = seen.first!.load(as: UInt8.self) }
+            let next = SecretBytes(zeros: 100)
+            let second = next.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+            seen.second = second
+            seen.secondContents = contents(next)
+            seen.pastSecondEndFaults = signalEndingChild { _ = second.load(fromByteOffset: 100, as: UInt8.self) }
+        }
+        let kept = seen.kept
+        #expect(kept != nil && !kept!.flags.contains("rd") && !kept!.flags.contains("wr"), "released: \(String(describing: kept))")
+        #expect(kept?.flags.contains("dd") == true, "still out of core files: \(String(describing: kept))")
+        if geteuid() == 0 { #expect(kept?.flags.contains("lo") == true, "still locked: \(String(describing: kept))") }
+        #expect(seen.keptFaults == SIGSEGV)
+        // The thread's next value of that size is the same region, open again, wiped, still guarded.
+        #expect(seen.second == seen.first)
+        #expect(seen.secondContents == [UInt8](repeating: 0, count: 100))
+        #expect(seen.pastSecondEndFaults == SIGSEGV)
+    }
+
+    @Test func aThreadsSparesAreUnmappedWhenItEnds() {
+        guard geteuid() == 0 else { return } // a spare is told apart by its lock
+        let seen = Seen()
+        onNewThread { [self] in
+            do {
+                let s = SecretBytes(copying: [UInt8](repeating: 0x5A, count: 100))
+                seen.first = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+            }
+            seen.kept = mapping(of: seen.first!)
+        }
+        // Control: while the thread ran, the region was kept.
+        #expect(isSpare(seen.kept), "\(String(describing: seen.kept))")
+        var after = mapping(of: seen.first!)
+        for _ in 0..<5 where isSpare(after) { after = mapping(of: seen.first!) }
+        #expect(!isSpare(after), "left mapped after its thread ended: \(String(describing: after))")
+    }
+
+    @Test func aLargeReleasedRegionIsUnmapped() {
+        guard geteuid() == 0 else { return }
+        let seen = Seen()
+        onNewThread { [self] in
+            do {
+                let s = SecretBytes(copying: [UInt8](repeating: 0x5A, count: 100))
+                seen.first = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+            }
+            seen.kept = mapping(of: seen.first!)
+            do {
+                let s = SecretBytes(copying: [UInt8](repeating: 0x5A, count: 64 * 1024))
+                seen.large = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+            }
+            seen.largeAfterRelease = mapping(of: seen.large!)
+        }
+        // Control: the small one was kept.
+        #expect(isSpare(seen.kept), "\(String(describing: seen.kept))")
+        #expect(!isSpare(seen.largeAfterRelease), "kept: \(String(describing: seen.largeAfterRelease))")
     }
 
     /// The mapping holding `address`, from /proc/self/smaps: its `Rss:` size in kB and its VmFlags.
