@@ -262,7 +262,7 @@ def broker_bench(binary, env, work, store):
     log = open(f"{work}/broker.log", "w")
     broker = subprocess.Popen([binary, "--store", "file", "--profile", profile, "serve", "--socket", sock],
                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
-    replay = None
+    replay = contract = contract_log = None
     try:
         wait_for_socket(sock)
         # The ceiling: the same clients against a server that replays the broker's answer.
@@ -270,13 +270,22 @@ def broker_bench(binary, env, work, store):
         with open(answer_file, "wb") as f:
             f.write(captured_answer(sock))
         replay_sock = f"{work}/replay.sock"
-        replay = subprocess.Popen([build_replay(work), replay_sock, answer_file], stdin=subprocess.DEVNULL,
+        replay_bin = build_replay(work)
+        replay = subprocess.Popen([replay_bin, replay_sock, answer_file], stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=log)
+        # The contract's floor: the same replay, making every system call a cached answer must.
+        contract_sock = f"{work}/contract.sock"
+        contract_log = open(f"{work}/contract.log", "w")
+        contract = subprocess.Popen([replay_bin, contract_sock, answer_file, file_entry(work, profile),
+                                     f"{work}/data/chatgpt-credential/{profile}.age", f"{work}/config/chatgpt-credential/identity"],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=contract_log)
         wait_for_socket(replay_sock)
+        wait_for_socket(contract_sock)
         rows = {}
         load_before = os.getloadavg()
         for mode, target in (("keep-alive", sock), ("connect", sock), ("ceiling keep-alive", replay_sock),
-                             ("ceiling connect", replay_sock), ("get", get)):
+                             ("ceiling connect", replay_sock), ("contract keep-alive", contract_sock),
+                             ("contract connect", contract_sock), ("get", get)):
             saved = os.environ.copy()
             os.environ.clear()
             # The `get` processes inherit the bench environment without the test issuer's variable,
@@ -289,15 +298,19 @@ def broker_bench(binary, env, work, store):
                 os.environ.update(saved)
         load_after = os.getloadavg()
     finally:
-        for server in (broker, replay):
+        for server in (broker, replay, contract):
             if server is not None:
                 server.terminate()
                 server.wait(10)
         log.close()
+        if contract_log is not None:
+            contract_log.close()
     audit = sum(1 for line in open(f"{work}/broker.log") if line.startswith("chatgpt-credential: broker: 20"))
     names = {"keep-alive": "broker, kept-alive connections", "connect": "broker, a new connection per request",
              "ceiling keep-alive": "ceiling: bench/replay.c, kept-alive connections",
              "ceiling connect": "ceiling: bench/replay.c, a new connection per request",
+             "contract keep-alive": "contract floor: bench/replay.c with the broker's system calls, kept-alive connections",
+             "contract connect": "contract floor: bench/replay.c with the broker's system calls, a new connection per request",
              "get": "`get` process per request (warm cache)"}
     lines = [f"## Broker: {BROKER_CLIENTS} concurrent clients × {BROKER_REQUESTS} warm requests (file store, warm access cache)", "",
              "Each client is a forked Python process; all start together. Over the socket each asks "
@@ -306,7 +319,11 @@ def broker_bench(binary, env, work, store):
              f"requests/s is all requests over the wall time. The broker wrote {audit} audit lines. The ceiling rows "
              "are the same clients against bench/replay.c, a one-thread C server that answers every request with "
              "the broker's own answer (captured once) and does nothing else: the most this harness measures on "
-             "this machine, whatever the broker does. Load average "
+             "this machine, whatever the broker does. The contract-floor rows are the same server making, in C, every "
+             "system call the broker's contract asks of a cached answer (the peer's credentials and executable at accept; "
+             "per request the store's real path, the entry's search, description and read, the file store's four checks, "
+             "and an audit line): what any broker that keeps the contract could reach here, less the cost of "
+             "forming the answer. Load average "
              "(1/5/15 min) %.2f/%.2f/%.2f before these rows, %.2f/%.2f/%.2f after." % (load_before + load_after), "",
              "| client | requests | wall s | requests/s | p50 ms | p99 ms | × `get` requests/s | failed | distinct tokens |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -1017,7 +1034,8 @@ def main():
                       f"| peak RSS ≤ 1.5× git-credential-libsecret (--no-cache) | {gn['rss_kib']/l['rss_kib']:.2f}× | {held(gn['rss_kib'] <= 1.5*l['rss_kib'])} |",
                       f"| broker ≥ 10× the requests/s of a `get` process per request ({BROKER_CLIENTS} clients, kept-alive) | {broker_rows['keep-alive']['rps'] / broker_rows['get']['rps']:.1f}× | {held(broker_rows['keep-alive']['rps'] >= 10 * broker_rows['get']['rps'])} |",
                       f"| broker, a new connection per request, ≥ 10× the same | {broker_rows['connect']['rps'] / broker_rows['get']['rps']:.1f}× | {held(broker_rows['connect']['rps'] >= 10 * broker_rows['get']['rps'])} |",
-                      f"| (the harness's ceiling, bench/replay.c: kept-alive / a new connection per request) | {broker_rows['ceiling keep-alive']['rps'] / broker_rows['get']['rps']:.1f}× / {broker_rows['ceiling connect']['rps'] / broker_rows['get']['rps']:.1f}× | — |"]
+                      f"| (the harness's ceiling, bench/replay.c: kept-alive / a new connection per request) | {broker_rows['ceiling keep-alive']['rps'] / broker_rows['get']['rps']:.1f}× / {broker_rows['ceiling connect']['rps'] / broker_rows['get']['rps']:.1f}× | — |",
+                      f"| (the contract's floor, bench/replay.c with the broker's system calls: kept-alive / new connection) | {broker_rows['contract keep-alive']['rps'] / broker_rows['get']['rps']:.1f}× / {broker_rows['contract connect']['rps'] / broker_rows['get']['rps']:.1f}× | — |"]
                      + startup_targets(startup_rows)
                      + [f"| broker p99 ≤ 100 ms, {name} | {r['p99_ms']:.2f} ms | {held(r['p99_ms'] <= 100 and r['failures'] == 0)} |"
                         for name, r in starve_rows.items() if r['held']] + [""])
