@@ -222,6 +222,12 @@ import Glibc
         pthread_join(thread, nil)
     }
 
+    /// Where a value of `count` bytes, made and released on this thread, had its bytes.
+    func addressOfAReleasedValue(_ count: Int) -> UnsafeRawPointer {
+        let s = SecretBytes(copying: [UInt8](repeating: 0xA5, count: count))
+        return s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+    }
+
     /// A mapping that is a kept spare: inaccessible and (where mlock worked) locked.
     func isSpare(_ m: (residentKB: Int, flags: [String])?) -> Bool {
         guard let m else { return false }
@@ -242,10 +248,7 @@ import Glibc
     @Test func aSmallReleasedRegionWaitsWipedAndInaccessibleForItsThreadsNextValue() {
         let seen = Seen()
         onNewThread { [self] in
-            do {
-                let s = SecretBytes(copying: [UInt8](repeating: 0xA5, count: 100))
-                seen.first = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
-            }
+            seen.first = addressOfAReleasedValue(100)
             seen.kept = mapping(of: seen.first!)
             seen.keptFaults = signalEndingChild { _ = seen.first!.load(as: UInt8.self) }
             let next = SecretBytes(zeros: 100)
@@ -269,10 +272,7 @@ import Glibc
         guard geteuid() == 0 else { return } // a spare is told apart by its lock
         let seen = Seen()
         onNewThread { [self] in
-            do {
-                let s = SecretBytes(copying: [UInt8](repeating: 0x5A, count: 100))
-                seen.first = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
-            }
+            seen.first = addressOfAReleasedValue(100)
             seen.kept = mapping(of: seen.first!)
         }
         // Control: while the thread ran, the region was kept.
@@ -286,15 +286,9 @@ import Glibc
         guard geteuid() == 0 else { return }
         let seen = Seen()
         onNewThread { [self] in
-            do {
-                let s = SecretBytes(copying: [UInt8](repeating: 0x5A, count: 100))
-                seen.first = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
-            }
+            seen.first = addressOfAReleasedValue(100)
             seen.kept = mapping(of: seen.first!)
-            do {
-                let s = SecretBytes(copying: [UInt8](repeating: 0x5A, count: 64 * 1024))
-                seen.large = s.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
-            }
+            seen.large = addressOfAReleasedValue(64 * 1024)
             seen.largeAfterRelease = mapping(of: seen.large!)
         }
         // Control: the small one was kept.
