@@ -347,7 +347,7 @@ import Glibc
         var sshd: pid_t = 0
         var port = 0
         for _ in 0..<5 where sshd == 0 {
-            port = Int.random(in: 40000...60000)
+            port = SSHFixture.unusedPort()
             try SSHFixture.sshdConfig(port: port, keysIn: dir).write(toFile: dir + "/sshd_config", atomically: true, encoding: .utf8)
             let pid = try Self.spawn("/usr/sbin/sshd", ["-D", "-e", "-f", dir + "/sshd_config"], env: env)
             // Listening once a connection to the port is accepted.

@@ -168,7 +168,7 @@ import Glibc
         let shape = #"{"access_token":"\#(t.accessToken)","refresh_token":"\#(t.refreshToken)","id_token":"\#(t.idToken)","account_id":"\#(t.accountId)"}"#
         #expect(Harness.run(Harness.binary, ["store"], env: env, stdin: Array(shape.utf8)).status == 0)
         try SSHFixture.makeKeys(in: root, env: env)
-        let port = Int.random(in: 40000...60000)
+        let port = SSHFixture.unusedPort()
         let user = String(cString: getpwuid(geteuid())!.pointee.pw_name)
         try SSHFixture.sshdConfig(port: port, keysIn: root, path: root + "/bin:/usr/bin:/bin")
             .write(toFile: root + "/sshd_config", atomically: true, encoding: .utf8)
@@ -195,9 +195,10 @@ import Glibc
         // ssh reads ~/.ssh/config from the home in the password database: there, the throwaway home.
         let passwdHome = String(cString: getpwuid(geteuid())!.pointee.pw_dir)
         script += "mount --bind \"$HOME\" \(passwdHome) || exit 95\n"
-        // sshd returns from daemon(3) before it listens; it writes its pid file once it does.
+        // sshd returns from daemon(3) before it listens; it writes its pid file once it does (at
+        // most 30 s: a loaded machine running the parallel suite).
         script += "mkdir -m 755 /run/sshd && /usr/sbin/sshd -f \(root)/sshd_config -o PidFile=\(root)/sshd.pid || exit 94\n"
-        script += "for n in $(seq 100); do test -s \(root)/sshd.pid && break; sleep 0.05; done; test -s \(root)/sshd.pid || exit 96\n"
+        script += "for n in $(seq 600); do test -s \(root)/sshd.pid && break; sleep 0.05; done; test -s \(root)/sshd.pid || exit 96\n"
         script += "chatgpt-credential serve 2>\(root)/serve.err &\n"
         script += "for n in $(seq 50); do test -S \"$(chatgpt-credential serve --print-socket)\" && break; sleep 0.1; done\n"
         script += "cd \"$HOME\" && sh -e \(root)/ssh.sh\n"

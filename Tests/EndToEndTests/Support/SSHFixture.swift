@@ -14,6 +14,27 @@ enum SSHFixture {
         try FileManager.default.copyItem(atPath: dir + "/userkey.pub", toPath: dir + "/authorized_keys")
     }
 
+    /// A port for sshd on 127.0.0.1 that is free now: below the kernel's ephemeral range (where
+    /// every loopback connection of the parallel suite takes its local port, and a bind then
+    /// fails after sshd has already daemonised), and bindable at the moment it is chosen.
+    static func unusedPort() -> Int {
+        let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        let ephemeralStart = range.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32768
+        let candidates = max(1024, ephemeralStart - 12000)..<max(2048, ephemeralStart)
+        for _ in 0..<50 {
+            let port = Int.random(in: candidates)
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var sa = sockaddr_in()
+            sa.sin_family = sa_family_t(AF_INET)
+            sa.sin_port = in_port_t(UInt16(port).bigEndian)
+            sa.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let bound = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
+            close(fd)
+            if bound { return port }
+        }
+        return Int.random(in: candidates)
+    }
+
     /// The sshd_config for keys made by `makeKeys(in: dir)`, listening on 127.0.0.1:`port`;
     /// `path`, when given, is the PATH sshd sets for the session.
     static func sshdConfig(port: Int, keysIn dir: String, path: String? = nil) -> String {
