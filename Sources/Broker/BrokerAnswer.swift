@@ -6,10 +6,15 @@ import Glibc
 #endif
 
 /// What the broker sends back for one request: a status and a JSON body. The body may hold an
-/// access token, so it lives in guarded memory until it is written to the socket.
+/// access token, so it lives in guarded memory until it is written to the socket: either all of
+/// it in `body`, or (`aroundToken`) plain text before and after a token that stays in its own
+/// guarded buffer, from where it is sent.
 package struct BrokerAnswer: ~Copyable {
     package var status: Int
+    /// The body, when it is not `aroundToken` (then it is empty).
     package var body: SecretBytes
+    /// A body that is `before`, the token's bytes and `after`.
+    package var aroundToken: (before: [UInt8], token: SecretToken, after: [UInt8])?
     /// For the audit line: `ok`, or the `error` member of a failure. Never a token.
     package var outcome: String
     /// The profile the answer is about (for the audit line), when the handler knows it.
@@ -20,6 +25,29 @@ package struct BrokerAnswer: ~Copyable {
         self.body = body
         self.outcome = outcome
         self.profile = profile
+    }
+
+    /// 200 (or `status`) with a body of `before`, the token and `after`, sent without a copy of
+    /// the token.
+    package init(status: Int, around: (before: [UInt8], token: SecretToken, after: [UInt8]), outcome: String, profile: String? = nil) {
+        self.init(status: status, body: SecretBytes(), outcome: outcome, profile: profile)
+        aroundToken = around
+    }
+
+    /// How many bytes the body has.
+    package var bodyCount: Int {
+        guard let a = aroundToken else { return body.count }
+        return a.before.count + a.token.count + a.after.count
+    }
+
+    /// Calls `write` with the body's pieces, in order, where they lie.
+    package func withBodyPieces<R>(_ write: ([UnsafeRawBufferPointer]) throws -> R) rethrows -> R {
+        guard let a = aroundToken else { return try body.withUnsafeBytes { try write([$0]) } }
+        return try a.before.withUnsafeBytes { before in
+            try a.token.withUnsafeBytes { token in
+                try a.after.withUnsafeBytes { after in try write([before, token, after]) }
+            }
+        }
     }
 
     /// 200 with `json` (plain data, no secret) and a line feed.
@@ -51,7 +79,7 @@ package struct BrokerAnswer: ~Copyable {
     /// The response head (status line and headers, ending in the blank line): no secret in it.
     package func head(keepAlive: Bool) -> [UInt8] {
         var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Type: application/json\r\n"
-        head += "Content-Length: \(body.count)\r\nCache-Control: no-store\r\n"
+        head += "Content-Length: \(bodyCount)\r\nCache-Control: no-store\r\n"
         if status == 405 { head += "Allow: GET\r\n" }
         head += keepAlive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n"
         return Array(head.utf8)
@@ -61,9 +89,9 @@ package struct BrokerAnswer: ~Copyable {
     /// server sends the head and the body from where they are).
     package func serialized(keepAlive: Bool) -> SecretBytes {
         let head = head(keepAlive: keepAlive)
-        var out = SecretBytes(capacity: head.count + body.count)
+        var out = SecretBytes(capacity: head.count + bodyCount)
         head.withUnsafeBytes { out.append($0) }
-        out.append(body)
+        withBodyPieces { for piece in $0 { out.append(piece) } }
         return out
     }
 }

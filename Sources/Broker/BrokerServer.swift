@@ -371,7 +371,7 @@ package final class BrokerServer: @unchecked Sendable {
         let keepAlive = request.keepAlive && c.served < settings.maxRequestsPerConnection
         if !keepAlive { lock(); uncount(c); unlock() }
         let head = answer.head(keepAlive: keepAlive)
-        let total = head.count + answer.body.count
+        let total = head.count + answer.bodyCount
         let sent = writeAnswer(c.fd, head, answer, from: 0, deadline: deadline)
         if deadline == 0, let sent, sent < total {
             c.unfinished = Unfinished(answer: answer, head: head, sent: sent, keepAlive: keepAlive, path: request.path)
@@ -580,7 +580,7 @@ package final class BrokerServer: @unchecked Sendable {
     private func answer(_ c: Connection) {
         let deadline = Clock.monotonicMillis() + Int64(max(settings.requestDeadline, 1) * 1000)
         if let rest = c.unfinished.take() {
-            let total = rest.head.count + rest.answer.body.count
+            let total = rest.head.count + rest.answer.bodyCount
             let sent = writeAnswer(c.fd, rest.head, rest.answer, from: rest.sent, deadline: deadline)
             record(c.peer, path: rest.path, rest.answer)
             c.after = sent == total && rest.keepAlive ? .keep : .close
@@ -631,7 +631,7 @@ package final class BrokerServer: @unchecked Sendable {
     /// `deadline` (0: only what fits now); false when the peer went away or was too slow.
     func send(_ fd: Int32, _ answer: borrowing BrokerAnswer, keepAlive: Bool, deadline: Int64) -> Bool {
         let head = answer.head(keepAlive: keepAlive)
-        return writeAnswer(fd, head, answer, from: 0, deadline: deadline) == head.count + answer.body.count
+        return writeAnswer(fd, head, answer, from: 0, deadline: deadline) == head.count + answer.bodyCount
     }
 
     /// Writes `head` and then the body, from byte `from` of the two, before `deadline` (0: only
@@ -639,39 +639,52 @@ package final class BrokerServer: @unchecked Sendable {
     /// peer went away.
     func writeAnswer(_ fd: Int32, _ head: [UInt8], _ answer: borrowing BrokerAnswer, from: Int, deadline: Int64) -> Int? {
         head.withUnsafeBytes { h in
-            answer.body.withUnsafeBytes { b in
-                var done = from
-                // What is left of both in one sendmsg(2), so the client wakes once.
-                let headLeft = UnsafeRawBufferPointer(rebasing: h[min(done, h.count)...])
-                let bodyLeft = UnsafeRawBufferPointer(rebasing: b[max(0, done - h.count)...])
-                var iov = [iovec(iov_base: UnsafeMutableRawPointer(mutating: headLeft.baseAddress), iov_len: headLeft.count),
-                           iovec(iov_base: UnsafeMutableRawPointer(mutating: bodyLeft.baseAddress), iov_len: bodyLeft.count)]
-                let n = iov.withUnsafeMutableBufferPointer { p -> Int in
-                    var msg = msghdr()
-                    msg.msg_iov = p.baseAddress
-                    msg.msg_iovlen = 2
-                    return sendmsg(fd, &msg, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-                }
-                if n < 0 && errno != EAGAIN && errno != EINTR { return nil }
-                done += max(n, 0)
-                // What did not fit, piece by piece.
-                if done < h.count {
-                    guard let more = sendSome(fd, UnsafeRawBufferPointer(rebasing: h[done...]), deadline: deadline) else { return nil }
-                    done += more
-                    if done < h.count { return done }
-                }
-                guard let more = sendSome(fd, UnsafeRawBufferPointer(rebasing: b[(done - h.count)...]), deadline: deadline) else { return nil }
-                return done + more
-            }
+            answer.withBodyPieces { Self.writePieces(fd, [h] + $0, from: from, deadline: deadline) }
         }
     }
 
+    /// Writes `pieces` as one stream, from its byte `from`, before `deadline` (0: only what the
+    /// socket takes now): what is left of all of them in one sendmsg(2), so the client wakes
+    /// once, then what did not fit piece by piece. How many bytes of the stream are written in
+    /// all; nil when the peer went away.
+    static func writePieces(_ fd: Int32, _ pieces: [UnsafeRawBufferPointer], from: Int, deadline: Int64) -> Int? {
+        var iov: [iovec] = []
+        var skip = from
+        for piece in pieces where !piece.isEmpty {
+            if skip >= piece.count { skip -= piece.count; continue }
+            iov.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: piece.baseAddress! + skip), iov_len: piece.count - skip))
+            skip = 0
+        }
+        var done = from
+        if !iov.isEmpty {
+            let n = iov.withUnsafeMutableBufferPointer { p -> Int in
+                var msg = msghdr()
+                msg.msg_iov = p.baseAddress
+                msg.msg_iovlen = p.count
+                return sendmsg(fd, &msg, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            }
+            if n < 0 && errno != EAGAIN && errno != EINTR { return nil }
+            done += max(n, 0)
+        }
+        var start = 0
+        for piece in pieces {
+            let end = start + piece.count
+            if done < end {
+                guard let more = sendSome(fd, UnsafeRawBufferPointer(rebasing: piece[(done - start)...]), deadline: deadline) else { return nil }
+                done += more
+                if done < end { return done }
+            }
+            start = end
+        }
+        return done
+    }
+
     func send(_ fd: Int32, _ raw: UnsafeRawBufferPointer, deadline: Int64) -> Bool {
-        sendSome(fd, raw, deadline: deadline) == raw.count
+        Self.sendSome(fd, raw, deadline: deadline) == raw.count
     }
 
     /// How many bytes of `raw` were written before `deadline`; nil when the peer went away.
-    func sendSome(_ fd: Int32, _ raw: UnsafeRawBufferPointer, deadline: Int64) -> Int? {
+    static func sendSome(_ fd: Int32, _ raw: UnsafeRawBufferPointer, deadline: Int64) -> Int? {
         var off = 0
         while off < raw.count {
             // Try first; wait (until the deadline) only when the socket's buffer is full.

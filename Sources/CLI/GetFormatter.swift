@@ -18,14 +18,8 @@ public enum GetFormatter {
         case .idToken:
             return line([], try safe(d.idToken, "id token", profile: profile), [])
         case .json:
-            let v: JSONValue = .object([
-                ("access_token", .secret(try safe(d.accessToken, "access token", profile: profile))),
-                ("account_id", .string(d.accountId)),
-                ("expires_at", .string(Clock.rfc3339(d.expiresAt))),
-                ("email", .string(d.email)),
-                ("plan", .string(d.plan)),
-            ])
-            return JSON.serializeSecret(v, suffix: "\n")
+            let token: JSONValue = .secret(try safe(d.accessToken, "access token", profile: profile))
+            return JSON.serializeSecret(.object([("access_token", token)] + jsonMembersAfterToken(d)), suffix: "\n")
         case .header:
             let token = try safe(d.accessToken, "access token", profile: profile)
             let account = try safe(d.accountId, "account id", profile: profile)
@@ -38,6 +32,28 @@ public enum GetFormatter {
             // shell's children too (man page, `get --env`).
             return line(["export CHATGPT_ACCESS_TOKEN="], token, ["\nexport CHATGPT_ACCOUNT_ID=", shellQuote(account)], shellQuoted: true)
         }
+    }
+
+    /// What `get --json` prints after the access token, in order.
+    private static func jsonMembersAfterToken(_ d: ServedCredential) -> [(String, JSONValue)] {
+        [("account_id", .string(d.accountId)),
+         ("expires_at", .string(Clock.rfc3339(d.expiresAt))),
+         ("email", .string(d.email)),
+         ("plan", .string(d.plan))]
+    }
+
+    /// `get --json`'s answer as the text before the access token, the token and the text after
+    /// it: the same bytes `format(d, .json)` writes, for an answer sent from where the token lies
+    /// (the broker's cached answers) without a guarded buffer made for it. The text around the
+    /// token holds no secret. Nil when the token has a byte JSON escapes (a token is visible
+    /// ASCII, so `"` or `\`): then `format` writes it.
+    public static func jsonAroundToken(_ d: ServedCredential, profile: Profile = .default) throws -> (before: [UInt8], token: SecretToken, after: [UInt8])? {
+        let token = try safe(d.accessToken, "access token", profile: profile)
+        let escaped = token.withUnsafeBytes { $0.contains { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") } }
+        guard !escaped else { return nil }
+        // {"account_id":…}: its members follow the token's, after the closing quote and a comma.
+        let rest = JSON.serialize(.object(jsonMembersAfterToken(d)))
+        return (Array(#"{"access_token":""#.utf8), token, Array(("\"," + rest.dropFirst() + "\n").utf8))
     }
 
     /// `before`, the token, `after` and a line feed, in one guarded buffer of exactly that size;

@@ -207,8 +207,13 @@ extension Runner {
         case .token(_, let minTTL):
             let g = options(of: request, server)
             let options = tokenOptions(minTTL)
-            guard let hit = Runner(console: AnswerConsole(), services: services).owner(g).fromCache(options.freshness),
-                  let body = try? GetFormatter.format(hit.credential, options.format, profile: g.profile) else { return nil }
+            guard let hit = Runner(console: AnswerConsole(), services: services).owner(g).fromCache(options.freshness) else { return nil }
+            // `get --json`, sent from the entry's own guarded buffer where the token needs no
+            // escape: no second guarded buffer per answer.
+            if let around = try? GetFormatter.jsonAroundToken(hit.credential, profile: g.profile) {
+                return BrokerAnswer(status: 200, around: around, outcome: "ok", profile: g.profile.name)
+            }
+            guard let body = try? GetFormatter.format(hit.credential, options.format, profile: g.profile) else { return nil }
             return BrokerAnswer(status: 200, body: body, outcome: "ok", profile: g.profile.name)
         case .usage:
             return nil

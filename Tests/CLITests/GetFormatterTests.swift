@@ -22,6 +22,30 @@ import TestSupport
         #expect(json == #"{"access_token":"tok.en-1","account_id":"acc-9","expires_at":"2027-01-15T08:00:00Z","email":"e@x.io","plan":"pro"}"# + "\n")
     }
 
+    /// The broker's cached answers are `get --json` sent as the text around the token: the same
+    /// bytes, whatever the other members hold (escapes, non-ASCII, an empty plan).
+    @Test func jsonAroundTheTokenIsExactlyTheJSONAnswer() throws {
+        var odd = doc
+        odd.email = "q\"uo\\te\u{7}é\u{202E}@x.io"
+        odd.plan = ""
+        odd.accountId = "acc/\n9"
+        for d in [doc, odd] {
+            let around = try #require(try GetFormatter.jsonAroundToken(d))
+            let spliced = around.before + around.token.withUnsafeBytes { Array($0) } + around.after
+            #expect(String(decoding: spliced, as: UTF8.self) == (try text(d, .json)))
+        }
+    }
+
+    /// A token with a byte JSON escapes is left to `format`, which escapes it.
+    @Test func jsonAroundATokenThatNeedsAnEscapeIsNotMade() throws {
+        for (token, written) in [("a\"b", #""access_token":"a\"b""#), ("a\\b", #""access_token":"a\\b""#)] {
+            var d = doc
+            d.accessToken = SecretToken(copying: token)
+            #expect(try GetFormatter.jsonAroundToken(d) == nil)
+            #expect(try text(d, .json).contains(written))
+        }
+    }
+
     /// Each answer is built into a buffer of exactly its size: no region is made and dropped
     /// while it grows (each costs a mapping on the hot path).
     @Test func answersAreBuiltInOneBufferOfExactlyTheirSize() throws {
