@@ -279,7 +279,7 @@ def broker_bench(binary, env, work, store):
         contract_sock = f"{work}/contract.sock"
         contract_log = open(f"{work}/contract.log", "w")
         contract = subprocess.Popen([replay_bin, contract_sock, answer_file, file_entry(work, profile),
-                                     f"{work}/data/chatgpt-credential/{profile}.age", f"{work}/config/chatgpt-credential/identity"],
+                                     encrypted_file(work, profile), identity_file(work)],
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=contract_log)
         wait_for_socket(replay_sock)
         wait_for_socket(contract_sock)
@@ -661,9 +661,19 @@ def startup_bench(binary, env, work, store):
 
 # MARK: the access cache's entries, through keyctl (SPEC "Access cache")
 
+def encrypted_file(work, profile):
+    """A profile's encrypted file under the bench's data home."""
+    return f"{work}/data/chatgpt-credential/{profile}.age"
+
+
+def identity_file(work):
+    """The file store's key under the bench's config home."""
+    return f"{work}/config/chatgpt-credential/identity"
+
+
 def file_entry(work, profile):
     """The description of a profile's entry for its encrypted file under the bench's data home."""
-    return f"chatgpt-credential:v2:{profile}:file:{work}/data/chatgpt-credential/{profile}.age"
+    return f"chatgpt-credential:v2:{profile}:file:{encrypted_file(work, profile)}"
 
 
 def entry_serial(description):
@@ -850,8 +860,8 @@ def main():
         file_warm = [binary, "--store", "file", "--profile", "filebench", "get"]
         store("filebench", "file", 86400)
         warm_up(file_warm, env)
-        age_file = f"{work}/data/chatgpt-credential/filebench.age"
-        identity = f"{work}/config/chatgpt-credential/identity"
+        age_file = encrypted_file(work, "filebench")
+        identity = identity_file(work)
         FILE_WARM, FILE_COLD, AGE = "chatgpt-credential get (file, warm cache)", "chatgpt-credential get (file, --no-cache)", "age -d -i identity"
         fs = measure([
             (FILE_WARM, file_warm, None),
