@@ -420,11 +420,7 @@ import Glibc
     static func tcpConnects(_ port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
-        var sa = sockaddr_in()
-        sa.sin_family = sa_family_t(AF_INET)
-        sa.sin_port = in_port_t(UInt16(port).bigEndian)
-        sa.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
+        return Loopback.connect(fd, port: port) == 0
     }
 
     static func bindUnixSocket(_ path: String) throws -> Int32 {

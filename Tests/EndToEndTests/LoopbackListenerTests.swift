@@ -98,14 +98,7 @@ import Glibc
         // An idle connection that never sends its request (a pre-connect, or a slowloris).
         let idle = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(idle) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(r.port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(idle, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        #expect(rc == 0)
+        #expect(Loopback.connect(idle, port: r.port) == 0)
         _ = "GET /partial HTTP/1.1\r\n".withCString { send(idle, $0, 23, Int32(MSG_NOSIGNAL)) }
         let start = Date()
         #expect(statusOf(rawGET(port: r.port, path: "/x", host: "localhost:\(r.port)")) == 200)

@@ -154,14 +154,7 @@ final class PortBlocker {
         guard s >= 0 else { return nil }
         var one: Int32 = 1
         setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard rc == 0, listen(s, 8) == 0 else { close(s); return nil }
+        guard Loopback.bind(s, port: port) == 0, listen(s, 8) == 0 else { close(s); return nil }
         fd = s
     }
     deinit { close(fd) }

@@ -24,11 +24,7 @@ enum SSHFixture {
         for _ in 0..<50 {
             let port = Int.random(in: candidates)
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var sa = sockaddr_in()
-            sa.sin_family = sa_family_t(AF_INET)
-            sa.sin_port = in_port_t(UInt16(port).bigEndian)
-            sa.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let bound = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
+            let bound = Loopback.bind(fd, port: port) == 0
             close(fd)
             if bound { return port }
         }
