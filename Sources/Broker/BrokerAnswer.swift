@@ -14,7 +14,7 @@ package struct BrokerAnswer: ~Copyable {
     /// The body, when it is not `aroundToken` (then it is empty).
     package var body: SecretBytes
     /// A body that is `before`, the token's bytes and `after`.
-    package var aroundToken: (before: [UInt8], token: SecretToken, after: [UInt8])?
+    package var aroundToken: TextAroundToken?
     /// For the audit line: `ok`, or the `error` member of a failure. Never a token.
     package var outcome: String
     /// The profile the answer is about (for the audit line), when the handler knows it.
@@ -29,7 +29,7 @@ package struct BrokerAnswer: ~Copyable {
 
     /// 200 (or `status`) with a body of `before`, the token and `after`, sent without a copy of
     /// the token.
-    package init(status: Int, around: (before: [UInt8], token: SecretToken, after: [UInt8]), outcome: String, profile: String? = nil) {
+    package init(status: Int, around: TextAroundToken, outcome: String, profile: String? = nil) {
         self.init(status: status, body: SecretBytes(), outcome: outcome, profile: profile)
         aroundToken = around
     }

@@ -47,7 +47,7 @@ public enum GetFormatter {
     /// (the broker's cached answers) without a guarded buffer made for it. The text around the
     /// token holds no secret. Nil when the token has a byte JSON escapes (a token is visible
     /// ASCII, so `"` or `\`): then `format` writes it.
-    public static func jsonAroundToken(_ d: ServedCredential, profile: Profile = .default) throws -> (before: [UInt8], token: SecretToken, after: [UInt8])? {
+    public static func jsonAroundToken(_ d: ServedCredential, profile: Profile = .default) throws -> TextAroundToken? {
         let token = try safe(d.accessToken, "access token", profile: profile)
         let escaped = token.withUnsafeBytes { $0.contains { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") } }
         guard !escaped else { return nil }

@@ -172,3 +172,8 @@ package struct UTF8Scalars: Sequence {
         }
     }
 }
+
+/// A text that holds one token: the plain bytes before it, the token where it lies, the plain
+/// bytes after it. Written out as the three pieces, the token is never copied (the broker's
+/// cached answer, `GetFormatter.jsonAroundToken`).
+public typealias TextAroundToken = (before: [UInt8], token: SecretToken, after: [UInt8])
