@@ -24,8 +24,8 @@ import Glibc
 /// files), for the next value of the same size made on the same thread: that value costs one
 /// `mprotect` to make and one to release. Each thread keeps at most `sparesPerThread` such
 /// regions, and unmaps them when it ends; a thread whose new region cannot be locked unmaps its
-/// own first, so they never take a live value's share of `RLIMIT_MEMLOCK`. The broker makes two
-/// values per answer (bench/results.md); being per thread, the spares need no lock.
+/// own first, so they never take a live value's share of `RLIMIT_MEMLOCK`. The broker's loop makes
+/// a value for every cached answer (bench/results.md); being per thread, the spares need no lock.
 enum GuardedRegion {
     private static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
     private static let canaryCount = 16
@@ -85,8 +85,8 @@ enum GuardedRegion {
 
     // MARK: spares
 
-    /// The most readable bytes a kept region has: the broker's two values per answer (a cache
-    /// entry's 8 KiB read buffer and the answer's body) fit.
+    /// The most readable bytes a kept region has: a cache entry's 8 KiB read buffer (the one value
+    /// of a broker's cached answer) and an answer's body fit.
     private static let spareLimit = 4 * pageSize
     private static let sparesPerThread = 2
 
