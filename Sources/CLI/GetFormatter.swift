@@ -51,9 +51,13 @@ public enum GetFormatter {
         let token = try safe(d.accessToken, "access token", profile: profile)
         let escaped = token.withUnsafeBytes { $0.contains { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") } }
         guard !escaped else { return nil }
-        // {"account_id":…}: its members follow the token's, after the closing quote and a comma.
-        let rest = JSON.serialize(.object(jsonMembersAfterToken(d)))
-        return (Array(#"{"access_token":""#.utf8), token, Array(("\"," + rest.dropFirst() + "\n").utf8))
+        // The other members follow the token's, after its closing quote and a comma.
+        var after: [UInt8] = []
+        after.reserveCapacity(160)
+        after.append(contentsOf: #"","#.utf8)
+        JSON.writeMembers(jsonMembersAfterToken(d), into: &after)
+        after.append(contentsOf: "}\n".utf8)
+        return (Array(#"{"access_token":""#.utf8), token, after)
     }
 
     /// `before`, the token, `after` and a line feed, in one guarded buffer of exactly that size;

@@ -41,9 +41,38 @@ import Testing
         #expect(try JSON.parse(#"{"i":5}"#)["i"]?.intValue == 5)
     }
 
+    /// Text written whole when no byte needs an escape, scalar by scalar otherwise: the same
+    /// escapes either way, into a String, `SecretBytes` or an array.
+    @Test func stringsAreQuotedWithTheSameEscapesWhicheverWayTheyAreWritten() {
+        let cases: [(String, String)] = [
+            ("acct-test-0001", #""acct-test-0001""#),
+            ("", #""""#),
+            ("a\"b\\c", #""a\"b\\c""#),
+            ("line\nbreak\ttab\r", #""line\nbreak\ttab\r""#),
+            ("bell\u{7}del\u{7F}", #""bell\u0007del\u007f""#),
+            ("é\u{202E}x", "\"é\\u202ex\""),
+            ("~ !#$%&'()*+,-./:;<=>?@[]^_`{|}", #""~ !#$%&'()*+,-./:;<=>?@[]^_`{|}""#),
+        ]
+        for (s, quoted) in cases {
+            #expect(JSON.serialize(.string(s)) == quoted, "\(s.debugDescription)")
+            #expect(JSON.serialize(.object([(s, .null)])) == "{" + quoted + ":null}", "\(s.debugDescription)")
+            var bytes: [UInt8] = []
+            JSON.writeMembers([(s, .string(s))], into: &bytes)
+            #expect(String(decoding: bytes, as: UTF8.self) == quoted + ":" + quoted, "\(s.debugDescription)")
+            let secret = JSON.serializeSecret(.string(s))
+            #expect(secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } == quoted, "\(s.debugDescription)")
+        }
+    }
+
     @Test func rfc3339() {
         #expect(Clock.rfc3339(0) == "1970-01-01T00:00:00Z")
         #expect(Clock.rfc3339(1_795_000_000) == "2026-11-18T11:06:40Z")
+        #expect(Clock.rfc3339(-1) == "1969-12-31T23:59:59Z")
+        #expect(Clock.rfc3339(-30_610_224_000) == "1000-01-01T00:00:00Z")
+        #expect(Clock.rfc3339(-30_610_224_001) == "999-12-31T23:59:59Z")
+        #expect(Clock.rfc3339(253_402_300_799) == "9999-12-31T23:59:59Z")
+        #expect(Clock.rfc3339(253_402_300_800) == "10000-01-01T00:00:00Z")
+        #expect(Clock.rfc3339(951_868_800) == "2000-03-01T00:00:00Z")
         #expect(Clock.parseRFC3339("2026-11-18T11:06:40Z") == 1_795_000_000)
         #expect(Clock.parseRFC3339("2026-11-18T12:06:40.123+01:00") == 1_795_000_000)
         #expect(Clock.parseRFC3339("2026-13-18T09:46:40Z") == nil)

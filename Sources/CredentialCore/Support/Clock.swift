@@ -22,6 +22,23 @@ public enum Clock {
         var t = time_t(seconds)
         var tmv = tm()
         gmtime_r(&t, &tmv)
+        let year = Int(tmv.tm_year) + 1900
+        if (1000...9999).contains(year) {
+            // Twenty bytes written in place: the broker writes two of these per answer.
+            return String(unsafeUninitializedCapacity: 20) { b in
+                func put(_ value: Int, at: Int, digits: Int) {
+                    var v = value
+                    for i in (at..<at + digits).reversed() { b[i] = UInt8(48 + v % 10); v /= 10 }
+                }
+                put(year, at: 0, digits: 4); b[4] = 45
+                put(Int(tmv.tm_mon) + 1, at: 5, digits: 2); b[7] = 45
+                put(Int(tmv.tm_mday), at: 8, digits: 2); b[10] = 84
+                put(Int(tmv.tm_hour), at: 11, digits: 2); b[13] = 58
+                put(Int(tmv.tm_min), at: 14, digits: 2); b[16] = 58
+                put(Int(tmv.tm_sec), at: 17, digits: 2); b[19] = 90
+                return 20
+            }
+        }
         func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
         return "\(tmv.tm_year + 1900)-\(two(tmv.tm_mon + 1))-\(two(tmv.tm_mday))T\(two(tmv.tm_hour)):\(two(tmv.tm_min)):\(two(tmv.tm_sec))Z"
     }

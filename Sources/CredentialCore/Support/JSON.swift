@@ -339,13 +339,26 @@ public enum JSON {
         return counter.count
     }
 
+    /// An object's members as `serialize` writes them between its braces, appended to `out`:
+    /// for text put around a token that is written elsewhere (the broker's cached answer).
+    package static func writeMembers(_ members: [(String, JSONValue)], into out: inout [UInt8]) {
+        writeMemberList(members, into: &out)
+    }
+
+    private static func writeMemberList<Output: JSONOutput & ~Copyable>(_ members: [(String, JSONValue)], into out: inout Output) {
+        for (n, (k, item)) in members.enumerated() {
+            if n > 0 { out.write(",") }
+            quote(k, into: &out); out.write(":"); write(item, into: &out)
+        }
+    }
+
     static func write<Output: JSONOutput & ~Copyable>(_ v: JSONValue, into out: inout Output) {
         switch v {
         case .null: out.write("null")
         case .bool(let b): out.write(b ? "true" : "false")
         case .number(let d):
             if d.rounded() == d && abs(d) < 1e15 { out.write(String(Int64(d))) } else { out.write("\(d)") }
-        case .string(let s): quote(s.unicodeScalars, into: &out)
+        case .string(let s): quote(s, into: &out)
         case .secret(let t): out.write(secret: t)
         case .array(let items):
             out.write("[")
@@ -353,11 +366,19 @@ public enum JSON {
             out.write("]")
         case .object(let members):
             out.write("{")
-            for (n, (k, item)) in members.enumerated() {
-                if n > 0 { out.write(",") }
-                quote(k.unicodeScalars, into: &out); out.write(":"); write(item, into: &out)
-            }
+            writeMemberList(members, into: &out)
             out.write("}")
+        }
+    }
+
+    /// `s` quoted: written whole when no byte of it needs an escape (keys, ids, dates and most
+    /// text), else scalar by scalar.
+    static func quote<Output: JSONOutput & ~Copyable>(_ s: String, into out: inout Output) {
+        let plain = s.utf8.withContiguousStorageIfAvailable { needsNoEscape(UnsafeRawBufferPointer($0)) } ?? false
+        if plain {
+            out.write("\""); out.write(s); out.write("\"")
+        } else {
+            quote(s.unicodeScalars, into: &out)
         }
     }
 
@@ -393,6 +414,15 @@ protocol JSONOutput: ~Copyable {
     mutating func write(_ text: String)
     mutating func write(_ scalar: Unicode.Scalar)
     mutating func write(secret: SecretToken)
+}
+
+/// Text that holds no secret, as bytes (`writeMembers`).
+extension Array: JSONOutput where Element == UInt8 {
+    mutating func write(_ text: String) { append(contentsOf: text.utf8) }
+    mutating func write(_ scalar: Unicode.Scalar) { append(contentsOf: UTF8.encode(scalar)!) }
+    mutating func write(secret: SecretToken) {
+        preconditionFailure("a token is written into SecretBytes only (JSON.serializeSecret), never into an array")
+    }
 }
 
 extension String: JSONOutput {
