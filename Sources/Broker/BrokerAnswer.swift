@@ -145,11 +145,12 @@ package struct BrokerPeer: Sendable, Equatable {
     package static func printable(_ bytes: [UInt8], limit: Int) -> String {
         let hex = Array("0123456789ABCDEF".utf8)
         var out: [UInt8] = []
+        out.reserveCapacity(min(limit, 3 * bytes.count))
         for b in bytes {
-            let piece: [UInt8] = b > 0x20 && b < 0x7F && b != 0x25 && b != 0x22 ? [b] : [0x25, hex[Int(b >> 4)], hex[Int(b & 15)]]
+            let plain = b > 0x20 && b < 0x7F && b != 0x25 && b != 0x22
             // At most `limit` bytes, then an ellipsis.
-            if out.count + piece.count > limit { return String(decoding: out, as: UTF8.self) + "…" }
-            out += piece
+            if out.count + (plain ? 1 : 3) > limit { return String(decoding: out, as: UTF8.self) + "…" }
+            if plain { out.append(b) } else { out += [0x25, hex[Int(b >> 4)], hex[Int(b & 15)]] }
         }
         return String(decoding: out, as: UTF8.self)
     }
@@ -166,8 +167,17 @@ package struct BrokerAuditRecord: Sendable, Equatable {
     package var outcome: String
 
     package var line: String {
-        let path = path.map { BrokerPeer.printable(Array($0.utf8), limit: 64) } ?? "-"
-        return "chatgpt-credential: broker: \(Clock.rfc3339(time)) pid=\(peer.pid) uid=\(peer.uid) exe=\(peer.executable)"
-            + " path=\(path) profile=\(profile ?? "-") status=\(status) \(outcome)"
+        // Appended into one string sized up front: the broker writes one per answer.
+        var line = "chatgpt-credential: broker: "
+        line.reserveCapacity(160 + peer.executable.utf8.count)
+        line += Clock.rfc3339(time)
+        line += " pid="; line += String(peer.pid)
+        line += " uid="; line += String(peer.uid)
+        line += " exe="; line += peer.executable
+        line += " path="; line += path.map { BrokerPeer.printable(Array($0.utf8), limit: 64) } ?? "-"
+        line += " profile="; line += profile ?? "-"
+        line += " status="; line += String(status)
+        line += " "; line += outcome
+        return line
     }
 }

@@ -29,7 +29,11 @@ final class StandardConsole: Console {
             throw CredentialError.failure("cannot write to standard output: \(String(cString: strerror(e)))")
         }
     }
-    func err(_ line: String) { _ = writeAll(2, Array((line + "\n").utf8)) }
+    func err(_ line: String) {
+        var text = line
+        text += "\n"
+        _ = text.withUTF8 { writeAll(2, UnsafeRawBufferPointer($0)) }
+    }
 
     func readInput(limit: Int) throws -> SecretBytes {
         var data = SecretBytes(capacity: 16384)

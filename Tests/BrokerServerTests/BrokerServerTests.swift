@@ -189,6 +189,18 @@ import Glibc
         #expect(!record.line.contains("tok-"))
     }
 
+    /// The audit line, byte for byte (man page BROKER): a control byte of the path is written
+    /// %-escaped, a missing path or profile as `-`.
+    @Test func anAuditLineIsExactlyTheDocumentedLine() {
+        let peer = BrokerPeer(pid: 4242, uid: 1000, gid: 1000, executable: "/usr/bin/curl")
+        var record = BrokerAuditRecord(time: 1_795_000_000, peer: peer, path: "/v1/token", profile: "work", status: 200, outcome: "ok")
+        #expect(record.line == "chatgpt-credential: broker: 2026-11-18T11:06:40Z pid=4242 uid=1000 exe=/usr/bin/curl path=/v1/token profile=work status=200 ok")
+        record.path = nil; record.profile = nil; record.status = 403; record.outcome = "refused"
+        #expect(record.line == "chatgpt-credential: broker: 2026-11-18T11:06:40Z pid=4242 uid=1000 exe=/usr/bin/curl path=- profile=- status=403 refused")
+        record.path = "/v1/\u{1B}[2J"
+        #expect(record.line.contains(" path=/v1/%1B[2J profile=- "), "\(record.line)")
+    }
+
     @Test func keepAliveCarriesSeveralRequestsAndPipelining() throws {
         let s = try Running()
         let c = try Client(s.path)
