@@ -2,6 +2,7 @@ import CredentialCore
 import SystemRuntime
 import Transport
 import Secrets
+import CSystemShims
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -254,8 +255,7 @@ package final class BrokerServer: @unchecked Sendable {
     /// Accepts every waiting connection; false when out of descriptors (accepting pauses).
     private func acceptAll() -> Bool {
         while true {
-            // (Glibc does not export accept4 to Swift; this process runs no other program.)
-            let fd = accept(listenFD, nil, nil)
+            let fd = cs_accept_nonblocking(listenFD)
             if fd < 0 {
                 switch errno {
                 case EINTR, ECONNABORTED, EPROTO: continue
@@ -263,8 +263,6 @@ package final class BrokerServer: @unchecked Sendable {
                 default: return true // EAGAIN: none left
                 }
             }
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             lastActivity = Clock.monotonicMillis()
             admit(fd)
         }
@@ -326,8 +324,9 @@ package final class BrokerServer: @unchecked Sendable {
     /// oversized one.
     private func dispatchIfComplete(_ c: Connection) {
         if let end = HTTPHead.end(c.buffer), end <= BrokerProtocol.maxHeadBytes {
+            // (A connection not answered yet has nothing of ours unread: no need to ask.)
             var p = pollfd(fd: c.fd, events: Int16(POLLOUT), revents: 0)
-            if poll(&p, 1, 0) == 0 {
+            if c.served > 0 && poll(&p, 1, 0) == 0 {
                 // Earlier answers still fill the socket: wait (until the deadline) for the client
                 // to read them before a worker is given this request.
                 c.waitingToWrite = true

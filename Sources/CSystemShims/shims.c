@@ -76,3 +76,9 @@ int cs_rename_exchange(const char *a, const char *b) {
 int cs_rename_noreplace(const char *from, const char *to) {
     return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
 }
+
+#include <sys/socket.h>
+
+int cs_accept_nonblocking(int listen_fd) {
+    return accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}

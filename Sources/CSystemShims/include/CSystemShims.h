@@ -37,6 +37,11 @@ long cs_getxattr(const char *path, const char *name, void *value, unsigned long 
 int cs_rename_exchange(const char *a, const char *b);
 int cs_rename_noreplace(const char *from, const char *to);
 
+/* The broker (man page BROKER): accept4(2) with SOCK_NONBLOCK and SOCK_CLOEXEC, which Glibc's
+   Swift module does not export: one call per connection instead of accept and three fcntls.
+   -1 and errno on failure. */
+int cs_accept_nonblocking(int listen_fd);
+
 #endif
 
 /* execvpe(3) (a GNU extension the Swift Glibc module does not declare): exec's program with the
