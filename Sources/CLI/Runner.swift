@@ -129,11 +129,12 @@ public final class Runner {
     /// The one owner of the profile's credential, for this invocation's store choice.
     func owner(_ g: GlobalOptions) -> CredentialOwner {
         let owner = CredentialOwner(profile: g.profile, selector: services.makeSelector(g),
-                        lock: ProfileLock(profile: g.profile, path: services.paths.lockFile(for: g.profile),
+                        lock: ProfileLock(profile: g.profile, path: self.services.paths.lockFile(for: g.profile),
                                           storeDirectory: services.paths.dataDirectory, timeout: services.lockTimeout),
-                        now: services.now, cache: services.makeCache(g), refresher: { try self.services.makeRefresher(g) })
-        // The back-off names the issuer it is about: a record for another address is ignored.
-        owner.backoff.issuer = (try? services.settings.issuer.get().baseURL) ?? ""
+                        now: services.now, cache: services.makeCache(g),
+                        // The back-off names the issuer it is about: a record for another address is ignored.
+                        issuer: (try? services.settings.issuer.get().baseURL) ?? "",
+                        refresher: { try self.services.makeRefresher(g) })
         owner.sinkNotice = { self.console.err("chatgpt-credential: " + $0) }
         owner.childEnvironment = services.settings.childEnvironment
         return owner

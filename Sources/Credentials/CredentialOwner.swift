@@ -34,8 +34,10 @@ package final class CredentialOwner {
     package let profile: Profile
     let selector: StoreSelector
     let lock: ProfileLock
-    /// The shared back-off; its `issuer` is set by whoever knows which issuer refreshes.
-    package var backoff: IssuerBackoff
+    /// The shared back-off, beside the lock file (so made when first needed, as the lock's
+    /// path is); `issuer` is the issuer's base URL, from whoever knows which issuer refreshes.
+    package lazy var backoff = IssuerBackoff(lockPath: lock.path, issuer: issuer)
+    let issuer: String
     let now: () -> Int64
     let refresher: () throws -> TokenRefreshing
     /// The access cache, mirrored under the lock after every change; nil: none.
@@ -54,11 +56,11 @@ package final class CredentialOwner {
     let pendingOnChange = Mutex<[[String]]>([])
 
     package init(profile: Profile, selector: StoreSelector, lock: ProfileLock, now: @escaping () -> Int64 = Clock.now,
-                 cache: CredentialCache? = nil, refresher: @escaping () throws -> TokenRefreshing) {
+                 cache: CredentialCache? = nil, issuer: String = "", refresher: @escaping () throws -> TokenRefreshing) {
         self.profile = profile
         self.selector = selector
         self.lock = lock
-        self.backoff = IssuerBackoff(lockPath: lock.path)
+        self.issuer = issuer
         self.now = now
         self.cache = cache
         self.refresher = refresher

@@ -19,15 +19,18 @@ import Glibc
 package final class ProfileLock {
     package let profile: Profile
     /// The lock in the user's lock directory. nil only in unit tests that want the in-process mutex alone.
-    package let path: String?
+    /// Found when first asked for: an answer from the access cache takes no lock, and finding
+    /// the lock directory costs a `stat` (the broker answers many such requests a second).
+    package private(set) lazy var path: String? = findPath()
+    private let findPath: () -> String?
     /// The encrypted file store's directory, whose lock is taken second (nil: no file store here).
     package let storeDirectory: String?
     /// Seconds to wait for another holder before `lockTimeout` (exit 4).
     package let timeout: Double
 
-    package init(profile: Profile, path: String?, storeDirectory: String? = nil, timeout: Double) {
+    package init(profile: Profile, path: @autoclosure @escaping () -> String?, storeDirectory: String? = nil, timeout: Double) {
         self.profile = profile
-        self.path = path
+        self.findPath = path
         self.storeDirectory = storeDirectory
         self.timeout = timeout
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Synchronization
 @testable import Credentials
 @_spi(CredentialOwner) @testable import Stores
 @testable import OAuth
@@ -55,7 +56,7 @@ final class OwnerWorld {
 
     func owner(_ r: ScriptedRefresher, lockPath: Bool = true) -> CredentialOwner {
         let o = CredentialOwner(profile: profile, selector: selector(),
-                                lock: ProfileLock(profile: profile, path: lockPath ? lockDirectory + "/default.lock" : nil, timeout: 5),
+                                lock: ProfileLock(profile: profile, path: lockPath ? self.lockDirectory + "/default.lock" : nil, timeout: 5),
                                 now: { self.now }, refresher: { r })
         o.reuseGrace = reuseGrace
         return o
@@ -87,6 +88,28 @@ func rotation(expiresIn: Int64, refresh: SecretToken = "rt-1", now: Int64 = 1_80
         let fresh = try w.owner(r).fresh(Freshness())
         #expect(r.seen.isEmpty)
         #expect(fresh.credential == doc.served && !fresh.refreshed && fresh.notices.isEmpty)
+    }
+
+    /// The lock file's path is found when a lock is first taken, and once: a read that takes no
+    /// lock (a fresh token) never looks for the lock directory.
+    @Test func theLockPathIsFoundOnlyWhenALockIsFirstTaken() throws {
+        let w = OwnerWorld()
+        try w.seed(expiresIn: 3600)
+        let finds = Mutex(0)
+        let path = w.lockDirectory + "/default.lock"
+        func find() -> String? { finds.withLock { $0 += 1 }; return path }
+        let r = ScriptedRefresher([rotation(expiresIn: 3600), rotation(expiresIn: 3600, refresh: "rt-2")])
+        let owner = CredentialOwner(profile: w.profile, selector: w.selector(),
+                                    lock: ProfileLock(profile: w.profile, path: find(), timeout: 5),
+                                    now: { w.now }, refresher: { r })
+        _ = try owner.fresh(Freshness())
+        #expect(finds.withLock { $0 } == 0)
+        _ = try owner.fresh(Freshness(forceRefresh: true))
+        #expect(finds.withLock { $0 } == 1)
+        _ = try owner.fresh(Freshness(forceRefresh: true))
+        #expect(r.seen == ["rt-0", "rt-1"])
+        #expect(finds.withLock { $0 } == 1)
+        #expect(FileManager.default.fileExists(atPath: path))
     }
 
     @Test func expiringTokenRotatesAndPersistsBeforeAnswering() throws {
