@@ -190,6 +190,10 @@ package final class BrokerServer: @unchecked Sendable {
             throw CredentialError.failure("broker: cannot create a pipe: \(String(cString: strerror(errno)))")
         }
         _ = fcntl(listenFD, F_SETFL, fcntl(listenFD, F_GETFL) | O_NONBLOCK)
+        // Every cached answer makes and drops one guarded value on this thread (its cache
+        // entry's read buffer): without the two `mprotect`s per answer (SECURITY.md).
+        SecretBytes.keepReleasedRegionsOpen(onThisThread: true)
+        defer { SecretBytes.keepReleasedRegionsOpen(onThisThread: false) }
         var acceptPausedUntil: Int64 = 0
         while true {
             takeReturned()

@@ -26,6 +26,8 @@ import Glibc
 /// regions, and unmaps them when it ends; a thread whose new region cannot be locked unmaps its
 /// own first, so they never take a live value's share of `RLIMIT_MEMLOCK`. The broker's loop makes
 /// a value for every cached answer (bench/results.md); being per thread, the spares need no lock.
+/// A thread that asks for it (`keepSparesOpen`: the broker's loop, and nothing else) keeps its
+/// spares wiped but open, so that its values cost no `mprotect` at all.
 enum GuardedRegion {
     private static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
     private static let canaryCount = 16
@@ -90,10 +92,41 @@ enum GuardedRegion {
     private static let spareLimit = 4 * pageSize
     private static let sparesPerThread = 2
 
-    /// A released region waiting, inaccessible and wiped, for its thread's next value.
+    /// A released region waiting, wiped and (unless its thread keeps them open) inaccessible,
+    /// for its thread's next value.
     private struct Spare {
         var inside: UnsafeMutableRawPointer?
         var open: Int
+        var accessible = false
+    }
+
+    /// Set (to any non-nil value) on a thread that keeps its spares open.
+    private static let openSparesKey: pthread_key_t? = {
+        var key = pthread_key_t()
+        return pthread_key_create(&key, nil) == 0 ? key : nil
+    }()
+
+    /// With `open`, this thread's released regions are kept wiped but readable and writable from
+    /// now on: no `mprotect` when a value of a kept size is made or released here. A stale pointer
+    /// into such a spare reads zeros instead of faulting (SECURITY.md). Without, the thread's open
+    /// spares are made inaccessible (or unmapped) and later ones are too, as on any thread.
+    static func keepSparesOpen(_ open: Bool) {
+        guard let key = openSparesKey else { return }
+        _ = pthread_setspecific(key, open ? UnsafeRawPointer(bitPattern: 1) : nil)
+        guard !open, let spares = spares(create: false) else { return }
+        for i in 0..<sparesPerThread where spares[i].inside != nil && spares[i].accessible {
+            if mprotect(spares[i].inside!, spares[i].open, PROT_NONE) == 0 {
+                spares[i].accessible = false
+            } else {
+                unmap(spares[i].inside!, spares[i].open)
+                spares[i].inside = nil
+            }
+        }
+    }
+
+    private static var keepsSparesOpen: Bool {
+        guard let key = openSparesKey else { return false }
+        return pthread_getspecific(key) != nil
     }
 
     /// The thread-specific slot that holds a thread's spares (`sparesPerThread` of them); its
@@ -133,6 +166,7 @@ enum GuardedRegion {
         for i in 0..<sparesPerThread where spares[i].inside != nil && spares[i].open == open {
             let inside = spares[i].inside!
             spares[i].inside = nil
+            if spares[i].accessible { return inside }
             guard mprotect(inside, open, PROT_READ | PROT_WRITE) == 0 else {
                 unmap(inside, open)
                 return nil
@@ -142,13 +176,15 @@ enum GuardedRegion {
         return nil
     }
 
-    /// Keeps a wiped region as one of this thread's spares, made inaccessible; false when it is
-    /// too large, the thread has no free slot, or it cannot be made inaccessible.
+    /// Keeps a wiped region as one of this thread's spares, made inaccessible unless the thread
+    /// keeps them open; false when it is too large, the thread has no free slot, or it cannot be
+    /// made inaccessible.
     private static func keptAsSpare(_ inside: UnsafeMutableRawPointer, _ open: Int) -> Bool {
         guard open <= spareLimit, let spares = spares(create: true) else { return false }
         for i in 0..<sparesPerThread where spares[i].inside == nil {
-            guard mprotect(inside, open, PROT_NONE) == 0 else { return false }
-            spares[i] = Spare(inside: inside, open: open)
+            let accessible = keepsSparesOpen
+            guard accessible || mprotect(inside, open, PROT_NONE) == 0 else { return false }
+            spares[i] = Spare(inside: inside, open: open, accessible: accessible)
             return true
         }
         return false

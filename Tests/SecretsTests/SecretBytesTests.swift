@@ -243,6 +243,8 @@ import Glibc
         var pastSecondEndFaults: Int32 = 0
         var large: UnsafeRawPointer?
         var largeAfterRelease: (residentKB: Int, flags: [String])?
+        var releasedContents: [UInt8] = []
+        var closed: (residentKB: Int, flags: [String])?
     }
 
     @Test func aSmallReleasedRegionWaitsWipedAndInaccessibleForItsThreadsNextValue() {
@@ -266,6 +268,49 @@ import Glibc
         #expect(seen.second == seen.first)
         #expect(seen.secondContents == [UInt8](repeating: 0, count: 100))
         #expect(seen.pastSecondEndFaults == SIGSEGV)
+    }
+
+    /// The broker's loop thread: a released region waits wiped but open (no `mprotect` either
+    /// way), still locked and out of core files, and the next value of its size takes it. Other
+    /// threads are unchanged.
+    @Test func onAThreadThatKeepsSparesOpenAReleasedRegionWaitsWipedAndOpen() {
+        let seen = Seen()
+        onNewThread { [self] in
+            SecretBytes.keepReleasedRegionsOpen(onThisThread: true)
+            seen.first = addressOfAReleasedValue(100)
+            seen.kept = mapping(of: seen.first!)
+            // Read only where it is open: an inaccessible spare would stop the test process.
+            if seen.kept?.flags.contains("rd") == true {
+                seen.releasedContents = (0..<100).map { seen.first!.load(fromByteOffset: $0, as: UInt8.self) }
+            }
+            let next = SecretBytes(zeros: 100)
+            let second = next.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+            seen.second = second
+            seen.secondContents = contents(next)
+            seen.pastSecondEndFaults = signalEndingChild { _ = second.load(fromByteOffset: 100, as: UInt8.self) }
+            // Turned off again: the thread's open spare is made inaccessible.
+            _ = consume next
+            SecretBytes.keepReleasedRegionsOpen(onThisThread: false)
+            seen.closed = mapping(of: second)
+            seen.keptFaults = signalEndingChild { _ = second.load(as: UInt8.self) }
+        }
+        #expect(seen.closed != nil && !seen.closed!.flags.contains("rd"), "closed: \(String(describing: seen.closed))")
+        #expect(seen.keptFaults == SIGSEGV)
+        let kept = seen.kept
+        #expect(kept?.flags.contains("rd") == true && kept?.flags.contains("wr") == true, "kept open: \(String(describing: kept))")
+        #expect(kept?.flags.contains("dd") == true, "still out of core files: \(String(describing: kept))")
+        if geteuid() == 0 { #expect(kept?.flags.contains("lo") == true, "still locked: \(String(describing: kept))") }
+        #expect(seen.releasedContents == [UInt8](repeating: 0, count: 100), "released, so wiped")
+        #expect(seen.second == seen.first)
+        #expect(seen.secondContents == [UInt8](repeating: 0, count: 100))
+        #expect(seen.pastSecondEndFaults == SIGSEGV)
+        // Another thread still makes its spares inaccessible.
+        let other = Seen()
+        onNewThread { [self] in
+            other.first = addressOfAReleasedValue(100)
+            other.kept = mapping(of: other.first!)
+        }
+        #expect(other.kept != nil && !other.kept!.flags.contains("rd"), "\(String(describing: other.kept))")
     }
 
     @Test func aThreadsSparesAreUnmappedWhenItEnds() {
