@@ -108,7 +108,7 @@ enum GuardedRegion {
 
     /// With `open`, this thread's released regions are kept wiped but readable and writable from
     /// now on: no `mprotect` when a value of a kept size is made or released here. A stale pointer
-    /// into such a spare reads zeros instead of faulting (SECURITY.md). Without, the thread's open
+    /// into such a spare reads zeros until its next value instead of faulting (SECURITY.md). Without, the thread's open
     /// spares are made inaccessible (or unmapped) and later ones are too, as on any thread.
     static func keepSparesOpen(_ open: Bool) {
         guard let key = openSparesKey else { return }

@@ -88,8 +88,9 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
     /// With `open`, values released on this thread from now on leave their regions wiped but open
     /// for the thread's next values of their sizes, instead of inaccessible: for a thread that
     /// makes and drops one value per request many times a second (the broker's loop), where two
-    /// `mprotect`s per value are its largest cost. A stale pointer into such a region reads zeros
-    /// rather than faulting; everything else about the value is as for any other (SECURITY.md).
+    /// `mprotect`s per value, and the TLB flushes they cause, are a large part of each request's
+    /// cost. A stale pointer into such a region reads zeros until its next value rather than
+    /// faulting; everything else about the value is as for any other (SECURITY.md).
     /// Without, the thread's kept regions are made inaccessible again, as on any thread.
     public static func keepReleasedRegionsOpen(onThisThread open: Bool) {
         GuardedRegion.keepSparesOpen(open)
