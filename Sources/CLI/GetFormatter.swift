@@ -49,8 +49,7 @@ public enum GetFormatter {
     /// ASCII, so `"` or `\`): then `format` writes it.
     public static func jsonAroundToken(_ d: ServedCredential, profile: Profile = .default) throws -> TextAroundToken? {
         let token = try safe(d.accessToken, "access token", profile: profile)
-        let escaped = token.withUnsafeBytes { $0.contains { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") } }
-        guard !escaped else { return nil }
+        guard token.withUnsafeBytes({ JSON.needsNoEscape($0) }) else { return nil }
         // The other members follow the token's, after its closing quote and a comma.
         var after: [UInt8] = []
         after.reserveCapacity(160)

@@ -437,7 +437,7 @@ extension JSON {
     /// True when `quote` would write these bytes as they are: printable ASCII but `"` and `\`.
     /// Every token is (base64url and dots), so its quoting is one copy instead of a walk through
     /// its scalars (the broker quotes two tokens per answer; issue 31).
-    static func needsNoEscape(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    package static func needsNoEscape(_ bytes: UnsafeRawBufferPointer) -> Bool {
         bytes.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }
     }
 }
