@@ -10,8 +10,9 @@ import Secrets
 public enum GitCredentialProtocol {
     /// Longest line git itself accepts (65535 bytes), excluding the line feed.
     public static let maxLineBytes = 65535
-    /// Most bytes read for one request, line feeds included.
-    public static let maxTotalBytes = 64 * 1024
+    /// Most bytes read for one request, line feeds included: room for several lines of git's
+    /// longest, while the input stays bounded.
+    public static let maxTotalBytes = 1024 * 1024
 
     public enum Verb: String, Sendable, CaseIterable {
         case get, store, erase
@@ -193,7 +194,7 @@ struct GitCredentialReader {
                 throw CredentialError.badInput("git credential input line \(lineNumber + 1) is longer than \(GitCredentialProtocol.maxLineBytes) bytes")
             }
             if consumed > GitCredentialProtocol.maxTotalBytes {
-                throw CredentialError.badInput("git credential input is larger than \(GitCredentialProtocol.maxTotalBytes) bytes")
+                throw CredentialError.badInput("git credential input is larger than \(GitCredentialProtocol.maxTotalBytes / (1024 * 1024)) MiB")
             }
             if b == 0x0A {
                 try endLine()
