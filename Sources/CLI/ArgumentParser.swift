@@ -13,11 +13,29 @@ import Broker
 /// and read by its `Verb` type's `init` (in the verb's `…Command.swift`). Every error is a
 /// `CredentialError.usage` naming the offending word.
 public enum ArgumentParser {
+    /// The protocol argv[0] names (`git-credential-…`, `docker-credential-…`), else plain.
+    static func wireOfProgramName(_ argv: [String]) -> WireProtocol {
+        let argv0 = argv.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
+        if argv0.hasPrefix("git-credential-") { return .git }
+        if argv0.hasPrefix("docker-credential-") { return .docker }
+        return .plain
+    }
+
+    /// The protocol `argv` asks for (its program name, or the last valid `--protocol` before any
+    /// `--`), read without parsing the rest: how to report an error the parser met.
+    public static func wireNamed(by argv: [String]) -> WireProtocol {
+        var wire = wireOfProgramName(argv)
+        var args = argv.dropFirst()[...]
+        while let arg = args.popFirst(), arg != "--" {
+            let value = arg == "--protocol" ? args.first : arg.hasPrefix("--protocol=") ? String(arg.dropFirst("--protocol=".count)) : nil
+            if let value, let w = WireProtocol(rawValue: value) { wire = w }
+        }
+        return wire
+    }
+
     public static func parse(_ argv: [String], settings: Settings) throws -> Invocation {
         var globals = GlobalOptions()
-        let argv0 = argv.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
-        if argv0.hasPrefix("git-credential-") { globals.wire = .git }
-        if argv0.hasPrefix("docker-credential-") { globals.wire = .docker }
+        globals.wire = wireOfProgramName(argv)
 
         // Defaults from the environment (`Settings`, which refused invalid values already).
         if let p = settings.profile { globals.profile = p }
@@ -122,7 +140,7 @@ public enum ArgumentParser {
                     // Everything after its own options is the command (exec).
                     while let next = args.first, next.hasPrefix("-"), next != "--" {
                         args.removeFirst()
-                        try absorbGlobal(next, &args, &globals, &wantHelp)
+                        try absorbGlobal(next, &args, &globals, &wantHelp, &wantVersion)
                     }
                     if args.first == "--" { args.removeFirst() }
                     rest = Array(args)
@@ -142,7 +160,9 @@ public enum ArgumentParser {
             throw CredentialError.usage("unexpected argument '\(Sanitize.line(arg, limit: 60))'")
         }
 
-        if wantVersion && verb == nil { return Invocation(globals: globals, command: .version) }
+        // A global option like the others: wherever it stands, the version is printed and no
+        // verb runs (man page OPTIONS).
+        if wantVersion { return Invocation(globals: globals, command: .version) }
         let help = Invocation(globals: globals, command: .verb(HelpCommand(verb: globals.wire == .plain ? verb : nil)))
         if globals.wire != .plain {
             guard let verb else {
@@ -165,7 +185,7 @@ public enum ArgumentParser {
         return Invocation(globals: globals, command: .verb(command))
     }
 
-    private static func absorbGlobal(_ arg: String, _ args: inout ArraySlice<String>, _ g: inout GlobalOptions, _ help: inout Bool) throws {
+    private static func absorbGlobal(_ arg: String, _ args: inout ArraySlice<String>, _ g: inout GlobalOptions, _ help: inout Bool, _ version: inout Bool) throws {
         var name = arg, inline: String?
         if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") { name = String(arg[..<eq]); inline = String(arg[arg.index(after: eq)...]) }
         func value() throws -> String {
@@ -181,6 +201,7 @@ public enum ArgumentParser {
         case "--no-cache": g.cache.enabled = false
         case "--broker": g.broker = try BrokerAddress.parse(try value(), from: "--broker")
         case "-h", "--help": help = true
+        case "--version": version = true
         default: throw CredentialError.usage("unknown option '\(Sanitize.line(name, limit: 60))' for 'exec' (put the command after --)")
         }
     }

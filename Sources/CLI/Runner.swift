@@ -66,6 +66,17 @@ public final class Runner {
         throw DeferredSignal(n)
     }
 
+    /// An error found before a verb could run (the environment's settings, argv): reported as
+    /// `report` would under the protocol argv names; the exit status.
+    public static func reportBeforeRunning(_ e: CredentialError, arguments: [String], console: Console) -> Int32 {
+        guard ArgumentParser.wireNamed(by: arguments) == .docker else {
+            console.err("chatgpt-credential: " + e.message)
+            return e.exitCode
+        }
+        try? console.out(e.message + "\n")
+        return 1 // docker's helpers: every error on stdout, exit 1 (man page PROTOCOLS, docker)
+    }
+
     func report(_ e: CredentialError, _ g: GlobalOptions) {
         switch g.wire {
         case .docker:

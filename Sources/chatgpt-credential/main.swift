@@ -30,8 +30,11 @@ final class StandardConsole: Console {
         }
     }
     func err(_ line: String) {
-        var text = line
-        text += "\n"
+        errInPlace(line + "\n")
+    }
+    /// As given: the sign-in's waiting line rewrites itself with `\r` (man page, login).
+    func errInPlace(_ text: String) {
+        var text = text
         _ = text.withUTF8 { writeAll(2, UnsafeRawBufferPointer($0)) }
     }
 
@@ -142,8 +145,7 @@ func runProcess() -> Never {
         }
         invocation = try ArgumentParser.parse(arguments, settings: settings)
     } catch let e as CredentialError {
-        console.err("chatgpt-credential: " + e.message)
-        exit(e.exitCode)
+        exit(Runner.reportBeforeRunning(e, arguments: arguments, console: console))
     } catch {
         // Only CredentialError is thrown here; anything else stops the process as an error
         // escaping top-level code did before this became a function.

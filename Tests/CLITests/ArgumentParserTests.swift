@@ -210,6 +210,20 @@ import Testing
         guard case .version = try parse(["--version"]).command else { Issue.record(); return }
     }
 
+    /// `--version` is a global option: before or after a verb it prints the version and the verb
+    /// does not run (an `erase --version` erases nothing).
+    @Test func versionWinsWhereverItStands() throws {
+        for args in [["get", "--version"], ["--version", "get"], ["erase", "--no-revoke", "--version"], ["--version", "status", "--json"],
+                     ["get", "--help", "--version"], ["exec", "--version", "--", "true"], ["--protocol", "git", "get", "--version"]] {
+            guard case .version = try parse(args).command else { Issue.record("\(args) runs \(try parse(args).command)"); continue }
+        }
+        // What follows `--` is exec's command, not ours.
+        guard let exec = try parse(["exec", "--", "tool", "--version"]).command.verb as? ExecCommand else { Issue.record(); return }
+        #expect(exec.argv == ["tool", "--version"])
+        // A bad option is still refused first (exit 2).
+        #expect(throws: CredentialError.self) { try parse(["get", "--version", "--bogus"]) }
+    }
+
     /// A verb's help names its own options in full and every global option once, in one short
     /// line (--help and --version are the main help's).
     @Test func everyVerbHelpNamesEveryOption() {

@@ -121,6 +121,20 @@ import Glibc
         let unknown = docker(sb, "frobnicate", nil)
         #expect(unknown.status == 1)
         #expect(unknown.stdout.hasPrefix("unknown verb 'frobnicate'"))
+
+        // Errors found before a verb runs follow docker's convention too: on stdout, exit 1.
+        let none = sb.runHelper([], stdin: [], as: Sandbox.dockerHelperName)
+        #expect(none.status == 1 && none.stdout.hasPrefix("missing docker helper verb") && none.stderr.isEmpty, "\(none.stdout) \(none.stderr)")
+        let badProfile = sb.runHelper(["--profile", "bad name", "get"], stdin: Array("https://chatgpt.com".utf8), as: Sandbox.dockerHelperName)
+        #expect(badProfile.status == 1 && badProfile.stdout.hasPrefix("invalid profile name 'bad name'") && badProfile.stderr.isEmpty,
+                "\(badProfile.stdout) \(badProfile.stderr)")
+        let badVariable = sb.runHelper(["get"], stdin: Array("https://chatgpt.com".utf8), env: ["CHATGPT_CREDENTIAL_PROFILE": "bad name"], as: Sandbox.dockerHelperName)
+        #expect(badVariable.status == 1 && badVariable.stdout.contains("bad name") && badVariable.stderr.isEmpty, "\(badVariable.stdout) \(badVariable.stderr)")
+        let named = sb.run(["--protocol", "docker"])
+        #expect(named.status == 1 && named.stdout.hasPrefix("missing docker helper verb") && named.stderr.isEmpty, "\(named.stdout) \(named.stderr)")
+        // The plain protocol keeps its own: stderr, exit 2.
+        let plain = sb.run(["--profile", "bad name", "get"])
+        #expect(plain.status == 2 && plain.stdout.isEmpty && plain.stderr.hasPrefix("chatgpt-credential: invalid profile name"), "\(plain.stderr)")
     }
 
     /// A credential imported from Codex's auth.json is erased but not revoked: Codex may still

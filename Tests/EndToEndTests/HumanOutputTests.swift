@@ -112,6 +112,12 @@ import Testing
         #expect(dumb.raw.contains("\rWaiting for approval: 0:0") && dumb.text.contains(" elapsed, ") && dumb.text.contains(" left on the code"),
                 "no updating waiting line on the terminal:\n\(dumb.text)")
         #expect(dumb.text.contains("Signed in as "))
+        // One line, updated in place: no line feed between the first wait and the last.
+        if let first = dumb.raw.range(of: "\rWaiting for approval: "),
+           let last = dumb.raw.range(of: " left on the code", options: .backwards) {
+            #expect(dumb.raw.components(separatedBy: "Waiting for approval: ").count > 2, "one wait shown:\n\(dumb.raw)")
+            #expect(!dumb.raw[first.lowerBound..<last.upperBound].contains("\n"), "the wait scrolls:\n\(dumb.raw)")
+        }
 
         // Control: on the same terminal with colour allowed, the code is bold.
         let coloured = try LoginFixture(["interval": 0, "approve_after": 0])
