@@ -24,20 +24,24 @@ extension ServedCredential {
     }
 }
 
-/// The payload format of an entry, version 2 — the one place that turns an entry into bytes and
+/// The payload format of an entry, version 3 — the one place that turns an entry into bytes and
 /// back. Big-endian, no padding:
 ///
-///     "CCA" 0x02        magic and version (4 bytes)
+///     "CCA" 0x03        magic and version (4 bytes)
 ///     expires_at        Int64, Unix seconds (8 bytes)
 ///     last_refresh      Int64, Unix seconds, 0 when unknown (8 bytes)
 ///     stored_at         Int64, Unix seconds, 0 unless stored without a known last refresh (8 bytes)
-///     5 × (UInt16 length, UTF-8 bytes)   access_token, account_id, id_token, email, plan
+///     6 × (UInt16 length, UTF-8 bytes)   access_token, account_id, id_token, email, plan,
+///                                        store_version
 ///
-/// Version 1 (without the two times) is not read: such an entry is a miss and is replaced by
-/// the next fill, so an older binary's entry cannot hide the idle rule.
+/// `store_version` is the version of the store's copy the entry was filled from (the encrypted
+/// file's `dev:ino:size:mtime`; empty for the Secret Service), which a lookup must name again.
+/// Versions 1 and 2 (without the two times; without the store's version) are not read: such an
+/// entry is a miss and is replaced by the next fill, so an older binary's entry can hide neither
+/// the idle rule nor a change made where its entry could not be revoked.
 /// Nothing may follow the last field. The kernel holds at most 32767 bytes in a `user` key.
 enum CachePayload {
-    static let version: UInt8 = 2
+    static let version: UInt8 = 3
     /// The three times: expires_at, last_refresh, stored_at.
     static let timesCount = 3
     static let magic: [UInt8] = [UInt8(ascii: "C"), UInt8(ascii: "C"), UInt8(ascii: "A"), version]
@@ -46,10 +50,10 @@ enum CachePayload {
 
     /// The payload (in guarded memory, wiped when dropped; the tokens appended from theirs), or
     /// nil when it would not fit in a key.
-    static func build(_ entry: AccessCacheEntry) -> SecretBytes? {
+    static func build(_ entry: AccessCacheEntry, storeVersion: [UInt8] = []) -> SecretBytes? {
         let names = [entry.accountId, entry.email, entry.plan]
-        let total = magic.count + 8 * timesCount + 2 + entry.accessToken.count + 2 + entry.idToken.count + names.reduce(0) { $0 + 2 + $1.utf8.count }
-        guard total <= maxBytes else { return nil }
+        let total = magic.count + 8 * timesCount + 2 + entry.accessToken.count + 2 + entry.idToken.count + names.reduce(0) { $0 + 2 + $1.utf8.count } + 2 + storeVersion.count
+        guard total <= maxBytes, storeVersion.count <= Int(UInt16.max) else { return nil }
         var out = SecretBytes(capacity: total)
         for b in magic { out.append(b) }
         for time in [entry.expiresAt, entry.lastRefresh, entry.storedAt] {
@@ -61,6 +65,7 @@ enum CachePayload {
         entry.idToken.withUnsafeBytes { appendField($0, to: &out) }
         appendField(entry.email, to: &out)
         appendField(entry.plan, to: &out)
+        storeVersion.withUnsafeBytes { appendField($0, to: &out) }
         return out
     }
 
@@ -76,11 +81,12 @@ enum CachePayload {
         text.withUTF8 { appendField(UnsafeRawBufferPointer($0), to: &out) }
     }
 
-    /// The entry in `payload`, or nil for anything that is not exactly a version-2 payload with
-    /// an access token. The payload becomes the tokens' buffer: they are ranges of it (no copy).
-    static func parse(_ payload: consuming SecretBytes) -> AccessCacheEntry? {
+    /// The entry in `payload` and the store version it was filled from, or nil for anything that
+    /// is not exactly a version-3 payload with an access token. The payload becomes the tokens'
+    /// buffer: they are ranges of it (no copy).
+    static func parse(_ payload: consuming SecretBytes) -> (entry: AccessCacheEntry, storeVersion: [UInt8])? {
         let buffer = SecretToken.Buffer(payload)
-        return buffer.bytes.withUnsafeBytes { raw -> AccessCacheEntry? in
+        return buffer.bytes.withUnsafeBytes { raw -> (entry: AccessCacheEntry, storeVersion: [UInt8])? in
             let bytes = raw.bindMemory(to: UInt8.self)
             guard bytes.count >= magic.count + 8 * timesCount, bytes.count <= maxBytes, Array(bytes[0..<magic.count]) == magic else { return nil }
             var at = magic.count
@@ -91,7 +97,7 @@ enum CachePayload {
                 times.append(Int64(bitPattern: t))
             }
             var fields: [Range<Int>] = []
-            for _ in 0..<5 {
+            for _ in 0..<6 {
                 guard at + 2 <= bytes.count else { return nil }
                 let n = Int(bytes[at]) << 8 | Int(bytes[at + 1])
                 at += 2
@@ -101,10 +107,11 @@ enum CachePayload {
             }
             guard at == bytes.count, !fields[0].isEmpty else { return nil }
             func text(_ r: Range<Int>) -> String { String(decoding: bytes[r], as: UTF8.self) }
-            return AccessCacheEntry(accessToken: SecretToken(range: fields[0], of: buffer), accountId: text(fields[1]),
-                                    idToken: SecretToken(range: fields[2], of: buffer),
-                                    expiresAt: times[0], lastRefresh: times[1], storedAt: times[2],
-                                    email: text(fields[3]), plan: text(fields[4]))
+            let entry = AccessCacheEntry(accessToken: SecretToken(range: fields[0], of: buffer), accountId: text(fields[1]),
+                                         idToken: SecretToken(range: fields[2], of: buffer),
+                                         expiresAt: times[0], lastRefresh: times[1], storedAt: times[2],
+                                         email: text(fields[3]), plan: text(fields[4]))
+            return (entry, Array(bytes[fields[5]]))
         }
     }
 }

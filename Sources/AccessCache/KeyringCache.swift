@@ -40,10 +40,12 @@ public final class KeyringCache {
 
     // MARK: the three operations
 
-    /// The profile's entry for this store, or nil: no entry, the cache off or refused, or an entry
-    /// that is damaged or not exactly as written (another owner, other permissions), which is
-    /// removed. The caller still checks `isFresh` against what it needs.
-    public func lookup(_ identity: StoreIdentity, _ profile: Profile) -> AccessCacheEntry? {
+    /// The profile's entry for this store, or nil: no entry, the cache off or refused, an entry
+    /// filled from another version of the store's copy than `storeVersion` (a change made where
+    /// the entry could not be revoked: it is replaced by the next fill), or one that is damaged
+    /// or not exactly as written (another owner, other permissions), which is removed. The caller
+    /// still checks `isFresh` against what it needs.
+    public func lookup(_ identity: StoreIdentity, _ profile: Profile, storeVersion: [UInt8] = []) -> AccessCacheEntry? {
         guard canServe, let description = identity.keyDescription(for: profile) else { return nil }
         var unreadableKey: Int32?
         // A second round only when the key found could not be read: a concurrent fill may have
@@ -53,7 +55,7 @@ public final class KeyringCache {
                                                  "looking up an entry") else { return nil }
             if key == unreadableKey { break }
             switch read(key, description) {
-            case .entry(let entry): return entry
+            case .entry(let entry, let version): return version == storeVersion ? entry : nil
             case .absent: return nil
             case .notPossessed: unreadableKey = key
             }
@@ -63,15 +65,16 @@ public final class KeyringCache {
         return nil
     }
 
-    /// Makes `entry` the profile's entry for this store, replacing any older one in one step.
-    /// When it cannot be written — cache off, timeout ≤ 0, too large for a key, the keyring full —
-    /// the older entry is removed instead, so nothing stale is left to be served.
-    public func fill(_ entry: AccessCacheEntry, _ identity: StoreIdentity, _ profile: Profile) {
+    /// Makes `entry`, filled from `storeVersion` of the store's copy, the profile's entry for this
+    /// store, replacing any older one in one step. When it cannot be written — cache off, timeout
+    /// ≤ 0, too large for a key, the keyring full — the older entry is removed instead, so nothing
+    /// stale is left to be served.
+    public func fill(_ entry: AccessCacheEntry, _ identity: StoreIdentity, _ profile: Profile, storeVersion: [UInt8] = []) {
         guard settings.enabled else { return revoke(identity, profile) }
         guard !refused, let description = identity.keyDescription(for: profile) else { return }
         let timeout = settings.kernelTimeout(expiresAt: entry.expiresAt, now: now())
         guard timeout > 0 else { return revoke(identity, profile) }
-        guard let payload = CachePayload.build(entry) else {
+        guard let payload = CachePayload.build(entry, storeVersion: storeVersion) else {
             say("access cache: the credential is too large for a kernel key (\(CachePayload.maxBytes) bytes); not cached")
             return revoke(identity, profile)
         }
@@ -98,9 +101,9 @@ public final class KeyringCache {
     /// the profile's lock: the document as it now stands in that store (nil when it was erased).
     /// A document that may be served from the cache replaces the entry; anything else — erased,
     /// no access token (git `erase`), a rejected refresh — removes it.
-    public func update(to document: TokenDocument?, _ identity: StoreIdentity, _ profile: Profile) {
+    public func update(to document: TokenDocument?, _ identity: StoreIdentity, _ profile: Profile, storeVersion: [UInt8] = []) {
         if let document, let entry = AccessCacheEntry(cacheable: document) {
-            fill(entry, identity, profile)
+            fill(entry, identity, profile, storeVersion: storeVersion)
         } else {
             revoke(identity, profile)
         }
@@ -160,7 +163,7 @@ public final class KeyringCache {
 
     // MARK: reading one key
 
-    private enum ReadOutcome { case entry(AccessCacheEntry), absent, notPossessed }
+    private enum ReadOutcome { case entry(AccessCacheEntry, storeVersion: [UInt8]), absent, notPossessed }
 
     private func read(_ key: Int32, _ description: String) -> ReadOutcome {
         switch KernelKeyring.describe(key) {
@@ -198,11 +201,11 @@ public final class KeyringCache {
             return .absent
         }
         buffer.truncate(to: length) // the tail was never written
-        guard let entry = CachePayload.parse(buffer) else {
+        guard let (entry, version) = CachePayload.parse(buffer) else {
             discard(key, "was damaged")
             return .absent
         }
-        return .entry(entry)
+        return .entry(entry, storeVersion: version)
     }
 
     private func discard(_ key: Int32, _ why: String) {

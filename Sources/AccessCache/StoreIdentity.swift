@@ -15,9 +15,11 @@ public enum StoreIdentity: Sendable, Equatable {
 
     /// The kernel caps a key's description at 4095 bytes (KEY_MAX_DESC_SIZE, with the NUL).
     static let maxDescriptionBytes = 4095
-    /// Versioned with the payload format (`CachePayload.version`): another format never reads
-    /// this one's keys, it simply does not find them.
-    static let descriptionPrefix = "chatgpt-credential:v\(CachePayload.version):"
+    /// `v2`: the payload format it was named for. Version 3 of the payload (the store's version
+    /// added) kept the name, so that a change made by this binary still revokes the entries an
+    /// older one still running (a broker across an upgrade) would serve; each reads the other's
+    /// payload as damaged, a miss, and refills the entry in its own format.
+    static let descriptionPrefix = "chatgpt-credential:v2:"
 
     /// The key's description: `chatgpt-credential:v2:PROFILE:secret-service:ADDRESS` or
     /// `chatgpt-credential:v2:PROFILE:file:PATH`. A profile name has no `:`, so the profile and

@@ -49,7 +49,8 @@ extension Services {
             // Entries are keyed by the store's identity, normalised: the encrypted file's real
             // path, or the bus on which libsecret would find the Secret Service (found without
             // loading libsecret). A hit for the file store is served only while the file (and its
-            // key) would pass a store read's owner and mode checks (man page ACCESS CACHE).
+            // key) would pass a store read's owner and mode checks, and only while it is the file
+            // the entry was filled from (man page ACCESS CACHE).
             return CredentialCache(keyring: keyring, identity: { kind, profile in
                 switch kind {
                 case .file: return paths.encryptedFile(for: profile).flatMap { StoreIdentity.file(normalising: $0) }
@@ -57,8 +58,8 @@ extension Services {
                 }
             }, storeCheck: { kind, profile in
                 // The store's own checks: a refusal is a miss, and the read then reports it.
-                guard kind == .file else { return true }
-                return stores.fileStorePassesReadChecks(profile)
+                guard kind == .file else { return [] }
+                return stores.fileStoreVersionPassingReadChecks(profile)
             })
         }
         return services

@@ -178,11 +178,12 @@ static int check_directory(const char *path) {
     return S_ISDIR(st.st_mode) && owned_and_private(&st) ? 1 : -1;
 }
 
-/* AtomicFile.checkFile(path): lstat, no symlink, a regular file of this user nobody else may
- * access. 1 passes, 0 missing, -1 refused. */
-static int check_file(const char *path) {
+/* AtomicFile.checkedFile(path): lstat, no symlink, a regular file of this user nobody else may
+ * access, its lstat in `found` (when not NULL). 1 passes, 0 missing, -1 refused. */
+static int check_file(const char *path, struct stat *found) {
     struct stat st;
     if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : -1;
+    if (found) *found = st;
     return S_ISREG(st.st_mode) && owned_and_private(&st) ? 1 : -1;
 }
 
@@ -302,16 +303,17 @@ static int session_bus_address(char **envp, struct text *out) {
 
 /* ---- the entry ---------------------------------------------------------------------------- */
 
-/* CachePayload (version 2) and KernelKeyring.entryPermissions. */
+/* CachePayload (version 3) and KernelKeyring.entryPermissions. */
 enum {
     PAYLOAD_MAX = 32767,
     PAYLOAD_FIRST_READ = 8192,
     PAYLOAD_TIMES = 3,
-    PAYLOAD_FIELDS = 5,
+    PAYLOAD_FIELDS = 6,
+    PAYLOAD_STORE_VERSION = 5,       /* the field naming the store's copy the entry came from */
     REFRESH_MARGIN = 300,            /* TokenDocument.refreshMargin */
     IDLE_REFRESH_INTERVAL = 8 * 86400 /* TokenDocument.idleRefreshInterval */
 };
-static const unsigned char payload_magic[4] = {'C', 'C', 'A', 2};
+static const unsigned char payload_magic[4] = {'C', 'C', 'A', 3};
 #define ENTRY_PERMISSIONS (CKEYRING_USR_VIEW | CKEYRING_USR_READ | CKEYRING_USR_SEARCH | CKEYRING_USR_LINK)
 
 /* KeyringCache.read's check: a `user` key of this user with exactly the entry's permissions and
@@ -345,9 +347,11 @@ static int64_t big_endian64(const unsigned char *b) {
     return (int64_t)v;
 }
 
-/* CachePayload.parse, then ServedCredential.isFresh(minTTL:): the access token's range within
- * `payload` when the entry is exactly a version-2 payload that may be printed now. */
-static int fresh_access_token(const unsigned char *payload, size_t n, int64_t min_ttl, size_t *token_at, size_t *token_length) {
+/* CachePayload.parse, KeyringCache.lookup's version check, then ServedCredential.isFresh(minTTL:):
+ * the access token's range within `payload` when the entry is exactly a version-3 payload filled
+ * from `store_version` (the store's copy as it is now) that may be printed now. */
+static int fresh_access_token(const unsigned char *payload, size_t n, const char *store_version, int64_t min_ttl,
+                              size_t *token_at, size_t *token_length) {
     if (n < sizeof payload_magic + 8 * PAYLOAD_TIMES || n > PAYLOAD_MAX) return 0;
     if (memcmp(payload, payload_magic, sizeof payload_magic) != 0) return 0;
     size_t at = sizeof payload_magic;
@@ -362,6 +366,8 @@ static int fresh_access_token(const unsigned char *payload, size_t n, int64_t mi
         at += 2;
         if (at + length > n || !valid_utf8(payload + at, length)) return 0;
         if (f == 0) { first_at = at; first_length = length; }
+        if (f == PAYLOAD_STORE_VERSION && (length != strlen(store_version) || memcmp(payload + at, store_version, length) != 0))
+            return 0;
         at += length;
     }
     if (at != n || first_length == 0) return 0;
@@ -489,16 +495,22 @@ static void answer_get(const char *profile_flag, const char *store_flag, int64_t
         if (c < 0x20 || c == 0x7F) return;
     }
 
-    /* AgeFileStore.passesReadChecks: the checks a store read makes before decrypting. */
+    /* AgeFileStore.versionPassingReadChecks: the checks a store read makes before decrypting,
+     * and the file's version (AgeFileStore.version(of:)); the Secret Service's is empty. */
+    char store_version[128] = "";
     if (file_kind) {
-        if (check_directory(data_directory.bytes) != 1 || check_file(encrypted.bytes) != 1) return;
+        struct stat file;
+        if (check_directory(data_directory.bytes) != 1 || check_file(encrypted.bytes, &file) != 1) return;
+        int v = snprintf(store_version, sizeof store_version, "%ju:%ju:%jd:%jd.%ld", (uintmax_t)file.st_dev,
+                         (uintmax_t)file.st_ino, (intmax_t)file.st_size, (intmax_t)file.st_mtim.tv_sec, (long)file.st_mtim.tv_nsec);
+        if (v < 0 || (size_t)v >= sizeof store_version) return;
         struct text config_directory = {.length = 0}, identity = {.length = 0};
         if (tool_directory(&config_directory, config_home, home, "/.config")) {
             text_append(&identity, config_directory.bytes);
             text_append(&identity, "/identity");
             if (identity.overflowed) return;
             int directory = check_directory(config_directory.bytes);
-            if (directory < 0 || (directory == 1 && check_file(identity.bytes) < 0)) return;
+            if (directory < 0 || (directory == 1 && check_file(identity.bytes, NULL) < 0)) return;
         } else if (config_directory.overflowed) {
             return;
         }
@@ -515,7 +527,7 @@ static void answer_get(const char *profile_flag, const char *store_flag, int64_t
     unsigned char payload[PAYLOAD_FIRST_READ];
     long n = ckeyring_read(key, payload, sizeof payload);
     size_t written = n < 0 ? 0 : (size_t)n < sizeof payload ? (size_t)n : sizeof payload, at, length;
-    if (n < 0 || (size_t)n > sizeof payload || !fresh_access_token(payload, (size_t)n, min_ttl, &at, &length)) {
+    if (n < 0 || (size_t)n > sizeof payload || !fresh_access_token(payload, (size_t)n, store_version, min_ttl, &at, &length)) {
         explicit_bzero(payload, written);
         return;
     }

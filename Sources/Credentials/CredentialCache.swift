@@ -6,22 +6,27 @@ import Stores
 /// document lives in (the Secret Service's bus, or the encrypted file's real path, both
 /// normalised by `StoreIdentity`) and the profile. `get` answers from a fresh entry without
 /// reading the store, but only after the checks a store read would make and that cost no
-/// decryption (`storeCheck`: for the file store, the file's owner and mode); every change the
-/// owner makes removes the profile's entries under every identity and writes the current one
-/// before the profile's lock is released.
+/// decryption (`storeCheck`: for the file store, the file's owner and mode), and only while the
+/// store's copy is the version the entry was filled from (for the file store, the same file:
+/// a change made where the entry could not be revoked — another user namespace, a process
+/// whose keyring calls are filtered, another program — is seen at once); every change the owner
+/// makes removes the profile's entries under every identity and writes the current one before
+/// the profile's lock is released.
 package final class CredentialCache {
     let keyring: KeyringCache
     /// The identity of the profile's copy in a kind of store; nil when that store is not cached
     /// (no session bus, no data directory).
     let identity: (StoreKind, Profile) -> StoreIdentity?
-    /// True when a store read of the profile's copy in that store would pass the checks made
-    /// before any decryption (the file store: the file and its key are this user's regular files
-    /// that group and others cannot read). A hit that fails it is a miss, so the store read
-    /// itself reports the exact error (exit 5).
-    let storeCheck: (StoreKind, Profile) -> Bool
+    /// The version of the profile's copy in that store when a store read of it would pass the
+    /// checks made before any decryption (the file store: the file and its key are this user's
+    /// regular files that group and others cannot read; its version is the file's
+    /// `dev:ino:size:mtime`), empty for a store whose entries are not bound to a version (the
+    /// Secret Service), nil when a check refuses: a hit then is a miss, so the store read itself
+    /// reports the exact error (exit 5).
+    let storeCheck: (StoreKind, Profile) -> [UInt8]?
 
     package init(keyring: KeyringCache, identity: @escaping (StoreKind, Profile) -> StoreIdentity?,
-                 storeCheck: @escaping (StoreKind, Profile) -> Bool = { _, _ in true }) {
+                 storeCheck: @escaping (StoreKind, Profile) -> [UInt8]? = { _, _ in [] }) {
         self.keyring = keyring
         self.identity = identity
         self.storeCheck = storeCheck
@@ -33,8 +38,8 @@ package final class CredentialCache {
 
     /// The profile's entry for `kind`, when there is one.
     package func entry(_ kind: StoreKind, _ profile: Profile) -> AccessCacheEntry? {
-        guard let id = identity(kind, profile), let entry = keyring.lookup(id, profile) else { return nil }
-        return storeCheck(kind, profile) ? entry : nil
+        guard let id = identity(kind, profile), let version = storeCheck(kind, profile) else { return nil }
+        return keyring.lookup(id, profile, storeVersion: version)
     }
 
     /// Mirrors one change of the owner's: the current entry written (or removed, for a document
@@ -44,7 +49,7 @@ package final class CredentialCache {
         switch change {
         case .stored(let document, let store):
             let id = identity(store.kind, profile)
-            if let id { keyring.update(to: document, id, profile) }
+            if let id { update(to: document, store.kind, id, profile) }
             let served = AccessCacheEntry(cacheable: document) != nil
             keyring.revokeEverywhere(profile, keeping: served ? id : nil)
         case .removed(let store):
@@ -59,6 +64,13 @@ package final class CredentialCache {
 
     /// A miss filled from what the store holds: no change, so other identities' entries stay.
     package func fill(_ document: TokenDocument, from store: CredentialStore, _ profile: Profile) {
-        if let id = identity(store.kind, profile) { keyring.update(to: document, id, profile) }
+        if let id = identity(store.kind, profile) { update(to: document, store.kind, id, profile) }
+    }
+
+    /// The entry for `document`, bound to the version of the store's copy as it stands now (under
+    /// the profile's lock, the one just written or read); removed when a check refuses the copy.
+    private func update(to document: TokenDocument, _ kind: StoreKind, _ id: StoreIdentity, _ profile: Profile) {
+        guard let version = storeCheck(kind, profile) else { return keyring.revoke(id, profile) }
+        keyring.update(to: document, id, profile, storeVersion: version)
     }
 }

@@ -54,10 +54,11 @@ public struct LiveStores {
         try SecretServiceStore(bus: bus, timeout: dbusTimeout).lookup(attributes: attributes)
     }
 
-    /// The file store's own checks (`AgeFileStore.passesReadChecks`), for the access cache: a
-    /// refusal is false, a miss, and the read then reports it (man page ACCESS CACHE).
-    public func fileStorePassesReadChecks(_ profile: Profile) -> Bool {
+    /// The file store's own checks (`AgeFileStore.versionPassingReadChecks`), for the access
+    /// cache: the file's version when they pass; nil for a refusal (a miss, and the read then
+    /// reports it) or no file (man page ACCESS CACHE).
+    public func fileStoreVersionPassingReadChecks(_ profile: Profile) -> [UInt8]? {
         let file = AgeFileStore(paths: paths, passphraseFile: nil, prompt: nil)
-        return (try? file.passesReadChecks(profile)) == true
+        return (try? file.versionPassingReadChecks(profile)) ?? nil
     }
 }

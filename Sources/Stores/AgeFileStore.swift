@@ -99,13 +99,19 @@ public final class AgeFileStore: CredentialStore {
     /// false when the file is not there; throws what the read would (exit 5). The access cache
     /// serves a file store's entry only while this is true (man page ACCESS CACHE; ARCHITECTURE.md).
     public func passesReadChecks(_ profile: Profile) throws -> Bool {
+        try versionPassingReadChecks(profile) != nil
+    }
+
+    /// `passesReadChecks`, returning the version of the profile's file (`version(profile)`'s,
+    /// from the same `lstat`) when they pass: what an access-cache entry is bound to.
+    public func versionPassingReadChecks(_ profile: Profile) throws -> [UInt8]? {
         let dir = try requireDirectory()
         guard try AtomicFile.checkDirectory(dir, create: false),
-              try AtomicFile.checkFile(Paths.encryptedFile(in: dir, for: profile)) else { return false }
+              let file = try AtomicFile.checkedFile(Paths.encryptedFile(in: dir, for: profile)) else { return nil }
         if let identityPath, try AtomicFile.checkDirectory(AtomicFile.split(identityPath).dir, create: false) {
             try AtomicFile.checkFile(identityPath)
         }
-        return true
+        return Self.version(of: file)
     }
 
     // MARK: CredentialStore

@@ -78,17 +78,22 @@ public enum AtomicFile {
     /// refuses it): what `read` would throw for it before reading, false when there is none.
     @discardableResult
     public static func checkFile(_ path: String) throws -> Bool {
+        try checkedFile(path) != nil
+    }
+
+    /// `checkFile`, returning the file's `lstat` when there is one.
+    public static func checkedFile(_ path: String) throws -> stat? {
         var st = stat()
         guard lstat(path, &st) == 0 else {
             let e = errno
-            if e == ENOENT { return false }
+            if e == ENOENT { return nil }
             throw CredentialError.storeFailure("cannot access \(path): \(FileSystem.errorText(e))")
         }
         if st.st_mode & S_IFMT == S_IFLNK {
             throw CredentialError.storeFailure("\(path) is a symbolic link; refusing to follow it (replace it with the file itself)")
         }
         try checkFile(st, path, owner: true)
-        return true
+        return st
     }
 
     /// With `create`, makes `path` and any missing parents (new directories 0700). Then insists

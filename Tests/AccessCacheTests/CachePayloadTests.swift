@@ -13,16 +13,31 @@ import TestSupport
 
     @Test func payloadIsExactlyTheDocumentedLayout() throws {
         let bytes = try #require(CachePayload.bytes(Self.entry))
-        var expected: [UInt8] = Array("CCA".utf8) + [2]
+        var expected: [UInt8] = Array("CCA".utf8) + [3]
         expected += [0, 0, 0, 0, 0x6B, 0x49, 0xD2, 0x00] // expires_at 1 800 000 000
         expected += [0, 0, 0, 0, 0x6B, 0x3A, 0x8F, 0xC0] // last_refresh 1 799 000 000
         expected += [0, 0, 0, 0, 0, 0, 0x01, 0x02] // stored_at 258
-        for field in ["eyJ.a.b", "acct-1", "eyJ.i.d", "é@example.com", "plus"] {
+        for field in ["eyJ.a.b", "acct-1", "eyJ.i.d", "é@example.com", "plus", ""] {
             let n = field.utf8.count
             expected += [UInt8(n >> 8), UInt8(n & 0xFF)] + Array(field.utf8)
         }
         #expect(bytes == expected)
         #expect(CachePayload.parse(bytes) == Self.entry)
+        #expect(CachePayload.storeVersion(bytes) == [])
+    }
+
+    /// The store's version the entry was filled from is the last field, and comes back as written.
+    @Test func theStoreVersionIsTheLastField() throws {
+        let version = Array("2049:1234:1511:1800000000.123456789".utf8)
+        guard let built = CachePayload.build(Self.entry, storeVersion: version) else { Issue.record("not built"); return }
+        let bytes = built.unsafeArray()
+        let plain = try #require(CachePayload.bytes(Self.entry))
+        #expect(bytes == plain.dropLast(2) + [0, UInt8(version.count)] + version)
+        #expect(CachePayload.parse(bytes) == Self.entry)
+        #expect(CachePayload.storeVersion(bytes) == version)
+        // A version-2 payload (the same fields without the store's version) is not read.
+        var two = Array(plain.dropLast(2)); two[3] = 2
+        #expect(CachePayload.parse(two) == nil)
     }
 
     @Test func emptyFieldsAndNegativeExpiryRoundTrip() throws {
@@ -52,7 +67,7 @@ import TestSupport
         var e = Self.entry
         e.accessToken = ""
         e.idToken = ""
-        let overhead = 4 + 3 * 8 + 5 * 2 + "acct-1".utf8.count + "é@example.com".utf8.count + "plus".utf8.count
+        let overhead = 4 + 3 * 8 + 6 * 2 + "acct-1".utf8.count + "é@example.com".utf8.count + "plus".utf8.count
         e.accessToken = SecretToken(copying: String(repeating: "a", count: 32767 - overhead))
         #expect(CachePayload.bytes(e)?.count == 32767)
         e.accessToken = SecretToken(copying: String(repeating: "a", count: 32767 - overhead + 1))

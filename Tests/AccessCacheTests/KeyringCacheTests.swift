@@ -28,13 +28,35 @@ import TestSupport
         #expect(c.lookup(id, profile) == nil)
         c.fill(entry, id, profile)
         #expect(c.lookup(id, profile) == entry)
-        // Another process (keyctl) reads exactly the version-2 payload.
+        // Another process (keyctl) reads exactly the version-3 payload.
         let serial = try #require(k.serial(id, profile))
         let piped = KeyringFixture.tool(KeyringFixture.keyctl, ["pipe", String(serial)])
         #expect(piped.status == 0, "keyctl pipe: \(piped.stderr)")
         #expect(piped.stdout == CachePayload.bytes(entry))
         // And a fresh cache (as the next process would be) finds it too.
         #expect(cache().lookup(id, profile) == entry)
+    }
+
+    /// An entry answers only a lookup that names the store version it was filled from (the
+    /// encrypted file as it was then); any other is a miss, and the entry stays for the next fill
+    /// to replace.
+    @Test func anEntryAnswersOnlyForTheStoreVersionItWasFilledFrom() throws {
+        let k = KeyringFixture()
+        defer { k.cleanup() }
+        let id = k.fileIdentity()
+        let entry = KeyringFixture.entry()
+        let c = cache()
+        let filled = Array("2049:12:1511:1800000000.5".utf8)
+        c.fill(entry, id, profile, storeVersion: filled)
+        #expect(c.lookup(id, profile, storeVersion: filled) == entry)
+        #expect(c.lookup(id, profile, storeVersion: Array("2049:13:1511:1800000000.5".utf8)) == nil)
+        #expect(c.lookup(id, profile) == nil) // none named: a Secret Service lookup's
+        #expect(k.serial(id, profile) != nil)
+        let changed = TokenDocument(accessToken: SecretToken(copying: "eyJ.a.\(k.run)"), refreshToken: "rt", idToken: "eyJ.i",
+                                    accountId: "acct", expiresAt: Clock.now() + 3600, email: "e@example.com", plan: "plus")
+        c.update(to: changed, id, profile, storeVersion: Array("2049:13:1511:1800000001.0".utf8))
+        #expect(c.lookup(id, profile, storeVersion: Array("2049:13:1511:1800000001.0".utf8)) != nil)
+        #expect(c.lookup(id, profile, storeVersion: filled) == nil)
     }
 
     @Test func theRefreshTokenIsNeverInTheKey() throws {

@@ -115,5 +115,6 @@ extension CachePayload {
         return payload.unsafeArray()
     }
 
-    static func parse(_ bytes: [UInt8]) -> AccessCacheEntry? { parse(SecretBytes(copying: bytes)) }
+    static func parse(_ bytes: [UInt8]) -> AccessCacheEntry? { parse(SecretBytes(copying: bytes))?.entry }
+    static func storeVersion(_ bytes: [UInt8]) -> [UInt8]? { parse(SecretBytes(copying: bytes))?.storeVersion }
 }

@@ -169,6 +169,49 @@ struct UserNamespaceLockTests {
     }
 }
 
+extension UserNamespaceLockTests {
+    /// The other way round: a caller in a user namespace cannot reach the host's user keyring to
+    /// revoke its entry, so a cached answer is made only while the encrypted file is the one the
+    /// entry was filled from (man page ACCESS CACHE). Another account stored from the namespace
+    /// is what the host prints next — its warm path, its Swift path and a broker started before
+    /// the change — never the entry of the account it replaced.
+    @Test(arguments: [NamespaceRace.Caller.unshare, .bwrapBoundElsewhere])
+    func aChangeMadeInANamespaceIsSeenAtOnceOnTheHost(_ caller: NamespaceRace.Caller) throws {
+        let issuer = try TestIssuer()
+        let s = Sandbox(bus: .none, store: "file")
+        let first = try s.storeSeeded(issuer, ["account_id": "acct-first"])
+        let sock = s.root + "/broker.sock"
+        let broker = try LiveRun(s, ["serve", "--socket", sock])
+        defer { kill(broker.process.processIdentifier, SIGTERM); _ = broker.wait(timeout: 10) }
+        #expect(broker.waitFor("broker listening on", timeout: 20), "\(broker.stderr)")
+        let viaBroker = { BrokerServerEndToEndTests.World.curl("/v1/token", socket: sock, env: s.env) }
+        // Filled, then answered from the entry: by the warm path (the Swift runtime never
+        // starts: WarmPathTests), the Swift path (said under -v) and the broker.
+        let warm: [String: String] = ["CHATGPT_CREDENTIAL_ISSUER": "", "SWIFT_BACKTRACE": WarmPathTests.probe]
+        #expect(s.run(["get"]).stdout == first.accessToken + "\n")
+        let warmHit = s.run(["get"], env: warm)
+        #expect(warmHit.stdout == first.accessToken + "\n" && !warmHit.stderr.contains(WarmPathTests.runtimeStarted), "\(warmHit.stderr)")
+        let cached = s.run(["-v", "get", "--account-id"])
+        #expect(cached.stdout == "acct-first\n" && cached.stderr.contains("answered from the access cache"), "\(cached.stderr)")
+        #expect(viaBroker().body.contains(first.accessToken))
+
+        let second = try issuer.seed(["account_id": "acct-second"])
+        let (exe, args, env) = NamespaceRace.command(caller, s, ["store"])
+        let stored = Harness.run(exe, args, env: env, stdin: Array(second.storeJSON.utf8), timeout: 30)
+        #expect(stored.status == 0, "\(stored.stderr)")
+
+        #expect(s.run(["get"], env: warm).stdout == second.accessToken + "\n", "the warm path served the replaced account's entry")
+        #expect(s.run(["get", "--account-id"]).stdout == "acct-second\n", "the Swift path served the replaced account's entry")
+        let answer = viaBroker()
+        #expect(answer.status == 200 && answer.body.contains(second.accessToken) && !answer.body.contains(first.accessToken),
+                "the broker served the replaced account's entry: \(answer.body)")
+        // And the new answers are cached again, for the warm path too.
+        #expect(s.run(["-v", "get", "--account-id"]).stderr.contains("answered from the access cache"))
+        let warmAgain = s.run(["get"], env: warm)
+        #expect(warmAgain.stdout == second.accessToken + "\n" && !warmAgain.stderr.contains(WarmPathTests.runtimeStarted), "\(warmAgain.stderr)")
+    }
+}
+
 /// The 20-round races of the issue (long: the issuer holds each refresh 1.5 s), in `make test-load`.
 @Suite(.serialized, .enabled(if: NamespaceRace.canRun))
 struct LongLoadUserNamespaceRaceTests {

@@ -38,11 +38,27 @@ import Glibc
         Harness.run(keyctl, args, env: ["PATH": "/usr/bin:/bin"], stdin: stdin)
     }
 
-    /// A version-2 payload (CachePayload) written as the profile's entry exactly as `get` writes
+    /// The version of the sandbox's encrypted file an entry filled from it now names
+    /// (AgeFileStore.version(of:): `dev:ino:size:mtime`).
+    static func fileVersion(_ s: Sandbox) -> [UInt8] {
+        var st = stat()
+        guard lstat(s.dataDir + "/" + s.profile + ".age", &st) == 0 else { return [] }
+        return Array("\(st.st_dev):\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)".utf8)
+    }
+
+    /// `forgeEntry` for the sandbox's file store, filled from its file as it is now (unless
+    /// `storeVersion` says otherwise).
+    static func forgeFileEntry(_ s: Sandbox, token: String, expiresAt: Int64, lastRefresh: Int64, storedAt: Int64 = 0,
+                               storeVersion: [UInt8]? = nil, trailing: [UInt8] = [], permissions: String = "0x001b0000") throws {
+        try forgeEntry(fileEntry(s), token: token, expiresAt: expiresAt, lastRefresh: lastRefresh, storedAt: storedAt,
+                       storeVersion: storeVersion ?? fileVersion(s), trailing: trailing, permissions: permissions)
+    }
+
+    /// A version-3 payload (CachePayload) written as the profile's entry exactly as `get` writes
     /// one: a `user` key in @u, its timeout set, then owner-only view/read/search/link.
     static func forgeEntry(_ description: String, token: String, expiresAt: Int64, lastRefresh: Int64,
-                           storedAt: Int64 = 0, trailing: [UInt8] = [], permissions: String = "0x001b0000") throws {
-        let p = payload(token: token, expiresAt: expiresAt, lastRefresh: lastRefresh, storedAt: storedAt) + trailing
+                           storedAt: Int64 = 0, storeVersion: [UInt8] = [], trailing: [UInt8] = [], permissions: String = "0x001b0000") throws {
+        let p = payload(token: token, expiresAt: expiresAt, lastRefresh: lastRefresh, storedAt: storedAt, storeVersion: storeVersion) + trailing
         // The entry in place is replaced as `get` replaces one: removed, then the new one linked.
         let existing = keyctl(["search", "@u", "user", description])
         if existing.status == 0 { _ = keyctl(["invalidate", existing.stdout.trimmingCharacters(in: .whitespacesAndNewlines)]) }
@@ -55,15 +71,14 @@ import Glibc
         }
     }
 
-    /// A version-2 payload (CachePayload) for an entry of `token`.
-    static func payload(token: String, expiresAt: Int64, lastRefresh: Int64, storedAt: Int64 = 0) -> [UInt8] {
-        var p: [UInt8] = Array("CCA".utf8) + [2]
+    /// A version-3 payload (CachePayload) for an entry of `token`, filled from `storeVersion`.
+    static func payload(token: String, expiresAt: Int64, lastRefresh: Int64, storedAt: Int64 = 0, storeVersion: [UInt8] = []) -> [UInt8] {
+        var p: [UInt8] = Array("CCA".utf8) + [3]
         for t in [expiresAt, lastRefresh, storedAt] {
             let u = UInt64(bitPattern: t)
             for shift in stride(from: 56, through: 0, by: -8) { p.append(UInt8(truncatingIfNeeded: u >> UInt64(shift))) }
         }
-        for field in [token, "acct-123", token, "user@example.com", "plus"] {
-            let b = Array(field.utf8)
+        for b in [Array(token.utf8), Array("acct-123".utf8), Array(token.utf8), Array("user@example.com".utf8), Array("plus".utf8), storeVersion] {
             p += [UInt8(b.count >> 8), UInt8(b.count & 0xFF)] + b
         }
         return p
@@ -129,14 +144,14 @@ import Glibc
         defer { _ = s.run(["erase", "--no-revoke"]) }
         let now = Int64(time(nil))
         let forged = makeJWT(exp: now + 7200, accountId: "acct-forged")
-        try Self.forgeEntry(Self.fileEntry(s), token: forged, expiresAt: now + 7200, lastRefresh: now)
+        try Self.forgeFileEntry(s, token: forged, expiresAt: now + 7200, lastRefresh: now)
         let warm = s.run(["get"])
         #expect(warm.status == 0 && warm.stderr.isEmpty && warm.stdout == forged + "\n", "\(warm.stderr)")
         #expect(forged != token)
 
         // --min-ttl (Codex's auth.command runs `get --min-ttl 900`): an entry valid 1,000 s more
         // answers 900 here, and for 2,000 it is the Swift path's, which reads the store (3,600 s).
-        try Self.forgeEntry(Self.fileEntry(s), token: forged, expiresAt: now + 1000, lastRefresh: now)
+        try Self.forgeFileEntry(s, token: forged, expiresAt: now + 1000, lastRefresh: now)
         let enough = s.run(["get", "--min-ttl", "900"])
         #expect(enough.status == 0 && enough.stderr.isEmpty && enough.stdout == forged + "\n", "\(enough.stderr)")
         // (The last one refills the entry from the store, as a miss does.)
@@ -156,11 +171,16 @@ import Glibc
         let now = Int64(time(nil))
         let forged = makeJWT(exp: now + 7200, accountId: "acct-forged")
         let cases: [(String, () throws -> Void)] = [
-            ("expiring within the margin", { try Self.forgeEntry(Self.fileEntry(s), token: forged, expiresAt: now + 299, lastRefresh: now) }),
-            ("idle for 8 days", { try Self.forgeEntry(Self.fileEntry(s), token: forged, expiresAt: now + 7200, lastRefresh: now - 8 * 86400) }),
-            ("stored 8 days ago, no refresh known", { try Self.forgeEntry(Self.fileEntry(s), token: forged, expiresAt: now + 7200, lastRefresh: 0, storedAt: now - 8 * 86400 - 1) }),
-            ("a byte after the last field", { try Self.forgeEntry(Self.fileEntry(s), token: forged, expiresAt: now + 7200, lastRefresh: now, trailing: [0]) }),
-            ("other permissions", { try Self.forgeEntry(Self.fileEntry(s), token: forged, expiresAt: now + 7200, lastRefresh: now, permissions: "0x003b0000") }),
+            ("expiring within the margin", { try Self.forgeFileEntry(s, token: forged, expiresAt: now + 299, lastRefresh: now) }),
+            ("idle for 8 days", { try Self.forgeFileEntry(s, token: forged, expiresAt: now + 7200, lastRefresh: now - 8 * 86400) }),
+            ("stored 8 days ago, no refresh known", { try Self.forgeFileEntry(s, token: forged, expiresAt: now + 7200, lastRefresh: 0, storedAt: now - 8 * 86400 - 1) }),
+            ("a byte after the last field", { try Self.forgeFileEntry(s, token: forged, expiresAt: now + 7200, lastRefresh: now, trailing: [0]) }),
+            ("other permissions", { try Self.forgeFileEntry(s, token: forged, expiresAt: now + 7200, lastRefresh: now, permissions: "0x003b0000") }),
+            // The file was replaced since (another user namespace stored a new sign-in, say).
+            ("filled from another version of the file", { try Self.forgeFileEntry(s, token: forged, expiresAt: now + 7200, lastRefresh: now,
+                                                                                   storeVersion: Array("1:2:3:4.5".utf8)) }),
+            ("filled from no version (a Secret Service entry's)", { try Self.forgeFileEntry(s, token: forged, expiresAt: now + 7200, lastRefresh: now,
+                                                                                            storeVersion: []) }),
         ]
         for (name, forge) in cases {
             try forge()
@@ -169,7 +189,7 @@ import Glibc
             #expect(r.status == 0 && r.stdout == token + "\n", "\(name): \(r.status) \(r.stderr)")
         }
         // A token a bearer header cannot carry (a space) is the Swift path's error, not printed.
-        try Self.forgeEntry(Self.fileEntry(s), token: "two words", expiresAt: now + 7200, lastRefresh: now)
+        try Self.forgeFileEntry(s, token: "two words", expiresAt: now + 7200, lastRefresh: now)
         let unsafe = s.run(["get"])
         #expect(unsafe.stderr.contains(Self.runtimeStarted) && unsafe.stderr.contains("characters a token cannot have"), "\(unsafe.stderr)")
         #expect(unsafe.status == 5 && unsafe.stdout.isEmpty, "\(unsafe.status)")
@@ -222,7 +242,7 @@ import Glibc
         let now = Int64(time(nil))
         let forged = makeJWT(exp: now + 7200, accountId: "acct-forged")
         let payloadFile = s.root + "/payload"
-        #expect(FileManager.default.createFile(atPath: payloadFile, contents: Data(Self.payload(token: forged, expiresAt: now + 7200, lastRefresh: now))))
+        #expect(FileManager.default.createFile(atPath: payloadFile, contents: Data(Self.payload(token: forged, expiresAt: now + 7200, lastRefresh: now, storeVersion: Self.fileVersion(s)))))
         let inside = #"k=$(keyctl padd user "$ENTRY" @u < "$PAYLOAD") && keyctl timeout "$k" 600 && keyctl setperm "$k" 0x001b0000 && exec "$BIN" get"#
         var nsEnv = s.env
         nsEnv["BIN"] = Harness.binary; nsEnv["ENTRY"] = Self.fileEntry(s); nsEnv["PAYLOAD"] = payloadFile
