@@ -113,7 +113,7 @@ package struct BrokerClient: Sendable {
         let value = try? JSON.parse(answer.body, maxBytes: Self.maxAnswerBytes)
         guard answer.status == 200 else {
             let message = value?["message"]?.stringValue ?? value?["error"]?.stringValue ?? ""
-            throw CredentialError.brokerAnswered(status: answer.status, message: Sanitize.line(message, limit: 300), broker: address.description)
+            throw CredentialError.brokerAnswered(status: answer.status, message: Sanitize.line(message, limit: 1000), broker: address.description)
         }
         guard let value, value.isObject else {
             throw CredentialError.failure("the broker at \(address.description) sent an answer that is not a JSON object")

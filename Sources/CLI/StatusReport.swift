@@ -17,11 +17,12 @@ enum LocalClock {
     }
 }
 
-/// `  label:   value` lines with the values in one column, as `gh auth status` aligns them.
+/// `  label:   value` lines with the values in one column, as `gh auth status` aligns them; a
+/// row without a label continues the one above it (no colon).
 enum LabeledLines {
     static func render(_ rows: [(String, String)]) -> String {
         let width = (rows.map(\.0.count).max() ?? 0) + 1
-        return rows.map { "  " + ($0.0 + ":").padded(to: width + 2) + $0.1 + "\n" }.joined()
+        return rows.map { "  " + ($0.0.isEmpty ? "" : $0.0 + ":").padded(to: width + 2) + $0.1 + "\n" }.joined()
     }
 }
 

@@ -115,8 +115,12 @@ public enum CredentialError: Error, Equatable, Sendable {
             default: text = "the broker at \(broker) says: \(said)"
             }
         }
-        // Our own sentence naming two places (a bus and a file) may pass the usual 400 characters.
-        if case .notFoundKeyringUnreachable = self { return Sanitize.line(text, limit: 1200) }
+        // Our own sentence naming two places (a bus and a file) may pass the usual 400 characters,
+        // and so may the broker's, which is that sentence with the broker's address before it.
+        switch self {
+        case .notFoundKeyringUnreachable, .brokerAnswered: return Sanitize.line(text, limit: 1200)
+        default: break
+        }
         return Sanitize.line(text)
     }
 }

@@ -116,6 +116,21 @@ final class CannedBroker: @unchecked Sendable {
         }
     }
 
+    /// The broker's message is the client's one line whole, advice included: a store problem's
+    /// message names a bus or a path and says what to do (~400 bytes); only a runaway is cut.
+    @Test func theBrokersAdviceArrivesWhole() throws {
+        let message = "no credential in the Secret Service: the session bus at /run/user/1000/bus is not a socket of this user"
+            + String(repeating: " (a long path)", count: 20) + "; if you sign in with the file store instead, run: chatgpt-credential --store file login"
+        let b = try CannedBroker(reply: CannedBroker.http(503, #"{"error":"store_problem","message":"\#(message)"}"#))
+        defer { b.finish() }
+        let e = thrownCredentialError { _ = try client(b).token(profile: .default, minTTL: nil) }
+        #expect(e?.exitCode == 5 && e?.message.contains(message) == true, "\(e?.message ?? "none")")
+        let runaway = try CannedBroker(reply: CannedBroker.http(503, #"{"error":"store_problem","message":"\#(String(repeating: "x", count: 5000))"}"#))
+        defer { runaway.finish() }
+        let cut = thrownCredentialError { _ = try client(runaway).token(profile: .default, minTTL: nil) }
+        #expect((cut?.message.count ?? 0) < 1200, "\(cut?.message.count ?? 0) characters")
+    }
+
     /// The server answers a failure with the status of its exit code; the client's table (the one
     /// in `CredentialError.exitCode`) gives the same exit code back.
     @Test func everyStatusTheServerSendsMapsBackToItsExitCode() {

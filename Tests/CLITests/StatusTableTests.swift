@@ -17,6 +17,13 @@ struct StatusTableTests {
         return rejected.map { d.rejected(code: $0) } ?? d
     }
 
+    /// `status`'s labelled lines: values in one column; a row without a label (the advice after a
+    /// sink another program changed) continues the one above, with no stray colon.
+    @Test func aRowWithoutALabelContinuesTheOneAbove() {
+        let text = LabeledLines.render([("profile", "work"), ("sink", "codex /x (changed by another program)"), ("", "see: sink list")])
+        #expect(text == "  profile:  work\n  sink:     codex /x (changed by another program)\n            see: sink list\n", "\(text)")
+    }
+
     @Test func tableHasAHeaderMarksTheDefaultAndFlagsARejectedRefresh() throws {
         let entries = [
             StatusReport(profile: "default", store: .file, document: Self.doc(email: "a@example.com"), now: Self.now),
