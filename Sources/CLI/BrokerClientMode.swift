@@ -159,7 +159,7 @@ extension Runner {
         } else {
             let who = Sanitize.line(document.email.isEmpty ? "unknown email" : document.email)
             let plan = Sanitize.line(document.plan.isEmpty ? "unknown plan" : document.plan)
-            var s = "Signed in as \(who) (\(plan)), account \(Sanitize.line(document.accountId))\n"
+            var s = "Signed in as \(who) (\(plan)), account \(shownAccount(document.accountId))\n"
             let expires = document.expiresAt > now
                 ? "valid until \(LocalClock.dateTime(document.expiresAt)) (in \(TimeSpan.span(document.expiresAt - now)))"
                 : "expired \(LocalClock.dateTime(document.expiresAt)) (\(TimeSpan.span(now - document.expiresAt)) ago)"

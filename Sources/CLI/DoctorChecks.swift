@@ -278,7 +278,7 @@ struct DoctorChecks {
         }
         guard let located else { return .warn(name, "profile \(profile.name) is not signed in", "sign in: \(profile.loginCommand)") }
         let d = located.document
-        let who = "profile \(profile.name): \(d.email.isEmpty ? "account \(d.accountId)" : d.email)\(d.plan.isEmpty ? "" : " (\(d.plan))") in \(located.store.kind.rawValue)"
+        let who = "profile \(profile.name): \(d.email.isEmpty ? "account \(shownAccount(d.accountId))" : d.email)\(d.plan.isEmpty ? "" : " (\(d.plan))") in \(located.store.kind.rawValue)"
         if let code = d.state.rejection, !RefreshPolicy.stillUsable(d, Freshness(), now: runner.services.now()) {
             return .fail(name, "\(who): the issuer rejected its refresh token (\(code))", "sign in again: \(profile.loginCommand)")
         }

@@ -65,7 +65,7 @@ extension Runner {
 
         // Over a live sign-in: say what the new one replaces before the person starts.
         if let current = owner(g).peek() {
-            let who = current.email.isEmpty ? "account \(current.accountId)" : current.email
+            let who = current.email.isEmpty ? "account \(shownAccount(current.accountId))" : current.email
             console.err(Sanitize.line("This replaces the sign-in of \(who) for profile '\(g.profile.name)' once the new one succeeds."))
         }
 
@@ -90,7 +90,7 @@ extension Runner {
         guard let d = stored else { throw CredentialError.loginFailed("the sign-in ended without tokens") }
         let email = d.email.isEmpty ? "unknown email" : d.email
         let plan = d.plan.isEmpty ? "unknown plan" : d.plan
-        let account = d.accountId.isEmpty ? "unknown" : d.accountId
+        let account = shownAccount(d.accountId)
         // The default profile's line is exactly the man page's; another profile is named after it.
         let named = g.profile == .default ? "" : " (profile \(g.profile.name))"
         console.err(Sanitize.line("Signed in as \(email) (\(plan)), account \(account)\(named)"))

@@ -17,6 +17,10 @@ enum LocalClock {
     }
 }
 
+/// An account id as the human lines show it: `unknown` when the credential did not say (a token
+/// set stored without one), as `login`'s line has it.
+func shownAccount(_ id: String) -> String { id.isEmpty ? "unknown" : Sanitize.line(id) }
+
 /// `  label:   value` lines with the values in one column, as `gh auth status` aligns them; a
 /// row without a label continues the one above it (no colon).
 enum LabeledLines {
@@ -190,8 +194,8 @@ struct StatusReport {
         let plan = Sanitize.line(shown.plan.isEmpty ? "unknown plan" : shown.plan)
         let login = ((try? Profile(profile)) ?? .default).loginCommand
         let s = unusable == nil
-            ? "Signed in as \(who) (\(plan)), account \(Sanitize.line(shown.accountId))\n"
-            : "Sign-in needed for \(who) (\(plan)), account \(Sanitize.line(shown.accountId))\n"
+            ? "Signed in as \(who) (\(plan)), account \(shownAccount(shown.accountId))\n"
+            : "Sign-in needed for \(who) (\(plan)), account \(shownAccount(shown.accountId))\n"
         var rows: [(String, String)] = [("profile", profile)]
         if let storeText { rows.append(("store", storeText)) }
         rows.append(("access token", accessTokenText))

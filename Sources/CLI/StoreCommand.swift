@@ -56,7 +56,7 @@ extension Runner {
         // Codex may still hold the same session: erase must not revoke it.
         if fromCodexFile { d.origin = .codex }
         let store = try saveNewCredential(d, g)
-        console.err("chatgpt-credential: stored the credential for \(Sanitize.line(d.email.isEmpty ? "unknown email" : d.email)), account \(Sanitize.line(d.accountId)) in \(store.location(for: g.profile))")
+        console.err("chatgpt-credential: stored the credential for \(Sanitize.line(d.email.isEmpty ? "unknown email" : d.email)), account \(shownAccount(d.accountId)) in \(store.location(for: g.profile))")
         if fromCodexFile { console.err("chatgpt-credential: " + CodexAuthFile.sharedRefreshTokenWarning) }
         return .exit(0)
     }

@@ -97,6 +97,16 @@ import Testing
         #expect(lines.first?.contains("EMAIL") == true && lines.first?.contains("STATUS") == true)
     }
 
+    /// A credential that names no account (a bare token set stored) is said to be of an
+    /// `unknown` account, as its email and plan are, never `account ` and nothing.
+    @Test func anAccountNobodyNamedIsSaidToBeUnknown() throws {
+        let s = Sandbox(bus: .none, store: "file")
+        let stored = s.run(["store"], stdin: #"{"access_token":"opaque-access","refresh_token":"opaque-refresh"}"#)
+        #expect(stored.status == 0 && stored.stderr.contains("for unknown email, account unknown in "), "\(stored.stderr)")
+        let status = s.run(["status"])
+        #expect(status.stdout.hasPrefix("Sign") && status.stdout.contains(" (unknown plan), account unknown\n"), "\(status.stdout)")
+    }
+
     /// Issue 29: `login --device` under NO_COLOR=1 and TERM=dumb writes no escape byte, on a
     /// terminal too; on a terminal the wait is one line updating in place (elapsed, time left);
     /// off a terminal nothing is printed while it waits.
