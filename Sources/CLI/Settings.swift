@@ -59,7 +59,8 @@ public struct Settings {
     /// `CHATGPT_CREDENTIAL_LOCK_TIMEOUT`: seconds to wait for the profile's lock (nil: 60),
     /// clamped to 0...600; not a number (NaN) is ignored.
     public var lockTimeout: Double?
-    /// `HOME`, `XDG_DATA_HOME`, `XDG_CONFIG_HOME` (`Paths` keeps only absolute ones).
+    /// `HOME`, `XDG_DATA_HOME`, `XDG_CONFIG_HOME` (`Paths` keeps only absolute ones; a relative
+    /// XDG directory is made absolute here, from the current directory: man page ENVIRONMENT).
     public var home: String?
     public var dataHome: String?
     public var configHome: String?
@@ -132,8 +133,8 @@ public struct Settings {
         dbusTimeout = value("CHATGPT_CREDENTIAL_DBUS_TIMEOUT").flatMap(Seconds.dbusTimeout.parse)
         lockTimeout = value("CHATGPT_CREDENTIAL_LOCK_TIMEOUT").flatMap(Seconds.lockTimeout.parse)
         home = value("HOME")
-        dataHome = value("XDG_DATA_HOME")
-        configHome = value("XDG_CONFIG_HOME")
+        dataHome = value("XDG_DATA_HOME").map(Self.fromCurrentDirectory)
+        configHome = value("XDG_CONFIG_HOME").map(Self.fromCurrentDirectory)
         runtimeDirectory = value("XDG_RUNTIME_DIR")
         busAddress = value("DBUS_SESSION_BUS_ADDRESS")
 
@@ -149,6 +150,16 @@ public struct Settings {
         listenFDs = value("LISTEN_FDS").flatMap { Int($0) }
 
         childEnvironment = environment
+    }
+
+    /// `path` when absolute, else the current directory's `path` (as `cd` would reach it; the
+    /// store's identity and lock then follow its real path). Left relative, so ignored, when the
+    /// current directory cannot be named.
+    static func fromCurrentDirectory(_ path: String) -> String {
+        guard !path.hasPrefix("/"), let cwd = getcwd(nil, 0) else { return path }
+        defer { free(cwd) }
+        let base = String(cString: cwd)
+        return (base == "/" ? "" : base) + "/" + path
     }
 
     /// The XDG directories of the file store and its key.

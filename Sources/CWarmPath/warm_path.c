@@ -452,6 +452,8 @@ static void answer_get(const char *profile_flag, const char *store_flag, int64_t
     const char *home = variable(envp, "HOME");
     const char *data_home = variable(envp, "XDG_DATA_HOME");
     const char *config_home = variable(envp, "XDG_CONFIG_HOME");
+    /* Settings.fromCurrentDirectory: a relative one is the Swift path's. */
+    if ((data_home && data_home[0] != '/') || (config_home && config_home[0] != '/')) return;
     for (const char *v[] = {home, data_home, config_home}, **q = v; q < v + 3; q++)
         if (*q && !valid_utf8_string(*q)) return;
     struct text data_directory = {.length = 0}, encrypted = {.length = 0};

@@ -207,6 +207,38 @@ import Glibc
         }
     }
 
+    /// A relative XDG_DATA_HOME or XDG_CONFIG_HOME is taken from the current directory (man page
+    /// ENVIRONMENT; the one owner's "spelled relatively"): the same file, its entry and its key —
+    /// never a second store under HOME, nor a new key that re-encrypts the file so that the
+    /// absolute spelling can no longer read it (both happened when relative values were ignored).
+    /// The warm path leaves such a spelling to the Swift path.
+    @Test func relativeXDGDirectoriesAreTakenFromTheCurrentDirectory() throws {
+        let issuer = try TestIssuer()
+        let s = Sandbox(bus: .none, store: "file")
+        let t = try s.storeSeeded(issuer, ["expires_in": 3600])
+        var env = s.env
+        env["XDG_DATA_HOME"] = "data"
+        env["XDG_CONFIG_HOME"] = "./config/"
+        func run(_ args: [String], stdin: String? = nil, extra: [String: String] = [:]) -> RunResult {
+            Harness.run(Harness.binary, args, env: env.merging(extra) { $1 }, stdin: stdin.map { Array($0.utf8) }, directory: s.root)
+        }
+        let warm = ["CHATGPT_CREDENTIAL_ISSUER": "", "SWIFT_BACKTRACE": WarmPathTests.probe]
+        let g = run(["get"], extra: warm)
+        #expect(g.status == 0 && g.stdout == t.accessToken + "\n", "\(g.status) \(g.stderr)")
+        #expect(g.stderr.contains(WarmPathTests.runtimeStarted), "the warm path answered a relative spelling")
+        #expect(run(["-v", "get"]).stderr.contains("answered from the access cache"), "one entry for both spellings")
+        #expect(Self.cacheKeys(s.profile).count == 1, "\(Self.cacheKeys(s.profile))")
+
+        let again = try issuer.seed(["expires_in": 3600])
+        let stored = run(["store"], stdin: again.storeJSON)
+        #expect(stored.status == 0 && stored.stderr.contains(" in " + s.credentialPath()), "\(stored.stderr)")
+        let read = s.run(["--no-cache", "get"])
+        #expect(read.status == 0 && read.stdout == again.accessToken + "\n", "the absolute spelling cannot read it: \(read.stderr)")
+        for stray in ["/home/.local/share/chatgpt-credential", "/home/.config/chatgpt-credential"] {
+            #expect(!FileManager.default.fileExists(atPath: s.root + stray), "\(stray) was made")
+        }
+    }
+
     /// A change through one store identity removes the profile's entries under every other one
     /// (a store reached under two names the normaliser cannot see as one, such as a bind mount).
     @Test func aChangeRevokesTheProfilesEntriesUnderEveryIdentity() throws {
