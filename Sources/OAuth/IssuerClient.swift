@@ -68,7 +68,7 @@ public struct IssuerClient {
             if answer.status == 403 { why += "; the redirect URI may not be registered" }
             throw CredentialError.loginFailed(why)
         }
-        let json = try requireJSON(answer, failure: { CredentialError.loginFailed($0) })
+        let json = try requireJSON(answer)
         guard let access = json["access_token"]?.secretValue, let refresh = json["refresh_token"]?.secretValue else {
             throw CredentialError.loginFailed("the issuer's answer lacks an access or refresh token")
         }
@@ -91,7 +91,7 @@ public struct IssuerClient {
             if RetryPolicy.isRetryable(status: answer.status) { throw CredentialError.temporary(statusProblem(answer)) }
             throw CredentialError.loginFailed("the issuer refused to start a device sign-in (\(describe(answer)))")
         }
-        let json = try requireJSON(answer, failure: { CredentialError.loginFailed($0) })
+        let json = try requireJSON(answer)
         guard let id = json["device_auth_id"]?.secretValue,
               let code = json["user_code"]?.stringValue ?? json["usercode"]?.stringValue else {
             throw CredentialError.loginFailed("the issuer's device-code answer lacks device_auth_id or user_code")
@@ -119,7 +119,7 @@ public struct IssuerClient {
         let code = json.flatMap { Self.errorCode($0) }
         switch answer.status {
         case 200...299:
-            let json = try requireJSON(answer, failure: { CredentialError.loginFailed($0) })
+            let json = try requireJSON(answer)
             guard let auth = json["authorization_code"]?.secretValue, let verifier = json["code_verifier"]?.secretValue else {
                 throw CredentialError.loginFailed("the issuer's device answer lacks authorization_code or code_verifier")
             }
@@ -250,10 +250,12 @@ public struct IssuerClient {
 
     struct BodyProblem: Error { let reason: String }
 
-    private func requireJSON(_ answer: borrowing IssuerAnswer, failure: (String) -> CredentialError) throws -> JSONValue {
+    /// A sign-in step's answer as JSON. One that is not (a captive portal's page, a cut body) is
+    /// temporary, as for a refresh (man page EXIT STATUS).
+    private func requireJSON(_ answer: borrowing IssuerAnswer) throws -> JSONValue {
         switch answer.json {
         case .success(let j): return j
-        case .failure(let p): throw failure(p.reason)
+        case .failure(let p): throw CredentialError.temporary("sign-in failed: \(p.reason)")
         }
     }
 

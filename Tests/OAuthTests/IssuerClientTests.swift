@@ -532,6 +532,26 @@ final class SlowTransport: HTTPTransport {
         #expect(t.requests.count == 2 && time.sleeps.isEmpty)
     }
 
+    /// An answer that is not JSON (a captive portal's page, a cut body) is temporary at every
+    /// step of a sign-in, as it is for a refresh (exit 4, man page EXIT STATUS).
+    @Test func anAnswerThatIsNotJSONIsTemporaryAtEveryStepOfASignIn() throws {
+        let html = ScriptedTransport.Outcome.respond(CannedResponse(status: 200, headers: ["content-type": "text/html"], text: "<html>portal</html>"))
+        let garbage = ScriptedTransport.Outcome.json(200, "{not json")
+        let device = DeviceCode(deviceAuthId: "da_1", userCode: "AB-CD", interval: 5, verificationURL: "")
+        for answer in [html, garbage] {
+            let steps: [(String, (IssuerClient) throws -> Void)] = [
+                ("device code", { _ = try $0.requestDeviceCode(for: .default) }),
+                ("poll", { _ = try $0.pollDeviceToken(device) }),
+                ("exchange", { _ = try $0.exchangeCode(code: "ac", verifier: "v", redirectURI: $0.config.deviceRedirectURI) }),
+            ]
+            for (step, call) in steps {
+                let (client, _) = try makeClient([answer])
+                let e = thrownCredentialError { try call(client) }
+                #expect(e?.exitCode == 4, "\(step): \(String(describing: e))")
+            }
+        }
+    }
+
     @Test func deviceExchangeUsesTheDeviceRedirect() throws {
         let (client, t) = try makeClient([.json(200, goodTokens)])
         _ = try client.exchangeCode(code: "ac", verifier: "v", redirectURI: client.config.deviceRedirectURI)
