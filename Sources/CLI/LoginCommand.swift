@@ -58,7 +58,12 @@ extension Runner {
         // Before anything is created (man page STORES): a keyring out of reach means this sign-in
         // goes to the encrypted file, a second one beside whatever that keyring holds.
         let selector = services.makeSelector(g)
-        if let why = selector.keyringOutOfReach() {
+        let outOfReach = selector.keyringOutOfReach()
+        // A sign-in the encrypted file could not keep is refused before the issuer is asked.
+        if g.store == .file || outOfReach != nil, let file = selector.store(of: .file) as? AgeFileStore {
+            try file.checkWritable(g.profile)
+        }
+        if let why = outOfReach {
             let file = selector.store(of: .file).location(for: g.profile)
             console.err(Sanitize.line("chatgpt-credential: warning: \(why); this sign-in will be kept in the encrypted file \(file), separate from any sign-in in a keyring this process cannot see", limit: 1200))
         }

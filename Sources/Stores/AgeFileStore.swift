@@ -154,6 +154,25 @@ public final class AgeFileStore: CredentialStore {
         try encryptForWrite(secret, at: path, profile: profile).withUnsafeBytes { try AtomicFile.replace(path, with: $0) }
     }
 
+    /// Whether a new credential for `profile` could be written here now, asked before a sign-in
+    /// takes the person's time (man page, login): the store's directory and the identity's can
+    /// be located (HOME or the XDG variables are set), and the nearest existing directory of each
+    /// takes writes (not a read-only mount). Throws what the save would meet (exit 5).
+    public func checkWritable(_ profile: Profile) throws {
+        var directories = [try requireDirectory()]
+        if passphraseFile == nil { directories.append(AtomicFile.split(try requireIdentityPath()).dir) }
+        for directory in directories {
+            var existing = directory
+            while access(existing, F_OK) != 0, existing != "/" {
+                existing = AtomicFile.split(existing).dir
+                if existing.isEmpty { existing = "/" }
+            }
+            if access(existing, W_OK) != 0 {
+                throw CredentialError.storeFailure("cannot write the encrypted file store in \(existing) (\(FileSystem.errorText())); nothing was asked of the issuer: make it writable, or choose another place (XDG_DATA_HOME, --store), and run login again")
+            }
+        }
+    }
+
     /// Reserves the room a rotated document needs (twice the current file, and at least 16 KiB):
     /// on a full disk the refresh token is then never spent.
     @_spi(CredentialOwner) public func prepareWrite(_ profile: Profile, size: Int) throws -> PreparedWrite {

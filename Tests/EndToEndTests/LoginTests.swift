@@ -245,6 +245,34 @@ func signedIn(_ s: Sandbox) -> String {
         #expect(f.nothingStored())
     }
 
+    /// A sign-in the encrypted file could not keep — HOME and the XDG variables unset, the data
+    /// directory on a read-only mount — is refused (exit 5) before the issuer is asked anything:
+    /// the person never approves a code whose tokens would be thrown away.
+    @Test func aSignInTheFileCannotKeepIsRefusedBeforeTheIssuerIsAsked() throws {
+        let f = try LoginFixture(["interval": 0, "approve_after": 0])
+        func requests() -> Int {
+            guard let all = f.stats["requests"] as? [String: Int] else { return -1 }
+            return all.filter { !$0.key.hasPrefix("/__admin") }.values.reduce(0, +)
+        }
+        let homeless = f.run(["login", "--device"], env: ["HOME": "", "XDG_DATA_HOME": "", "XDG_CONFIG_HOME": ""])
+        #expect(homeless.status == 5 && homeless.stderr.contains("HOME is not set"), "\(homeless.stderr)")
+        #expect(!homeless.stderr.contains("the encrypted file the encrypted file store"), "\(homeless.stderr)")
+        #expect(requests() == 0, "\(f.stats)")
+
+        guard geteuid() == 0 else { return }
+        let data = f.sandbox.env["XDG_DATA_HOME"]!
+        let script = #"mount --bind "$D" "$D" && mount -o remount,bind,ro "$D" && exec "$BIN" login --device"#
+        var env = f.sandbox.env
+        env["D"] = data
+        env["BIN"] = Harness.binary
+        let readOnly = Harness.run(Hostile.unshare, ["-m", "--", "/bin/sh", "-c", script], env: env, timeout: 60)
+        #expect(readOnly.status == 5 && readOnly.stderr.contains("Read-only file system"), "\(readOnly.status) \(readOnly.stderr)")
+        #expect(requests() == 0, "\(f.stats)")
+        // Where it can be kept, the same sign-in goes through.
+        let ok = f.run(["login", "--device"])
+        #expect(ok.status == 0 && requests() > 0, "\(ok.stderr)")
+    }
+
     /// An answer that is not JSON (a captive portal's page) is temporary (exit 4, man page EXIT
     /// STATUS): one while polling is outlived, the sign-in goes on; three in a row give up,
     /// saying so and naming the page.
