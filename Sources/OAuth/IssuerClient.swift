@@ -190,7 +190,14 @@ public struct IssuerClient {
                     return .unavailable(reason: "the issuer sent a token with unsafe characters; nothing was stored")
                 }
             }
-            return .rotated(RefreshedTokens(accessToken: access, refreshToken: refresh, idToken: id, expiresIn: Self.expiresIn(json)))
+            let expiresIn = Self.expiresIn(json)
+            // An access token whose worth cannot be told (no plausible expires_in, no JWT exp)
+            // and no new refresh token: nothing was rotated worth keeping over what is stored.
+            if let access, refresh == nil, !(expiresIn.map(TokenDocument.plausibleLifetime.contains) ?? false),
+               (JWTClaims.decode(access)?.expiresAt ?? 0) <= 0 {
+                return .unavailable(reason: "the issuer's refresh answer holds an access token without an expiry and no new refresh token; nothing was stored")
+            }
+            return .rotated(RefreshedTokens(accessToken: access, refreshToken: refresh, idToken: id, expiresIn: expiresIn))
         }
         if answer.status == 401 { return .rejected(code: "unauthorized") }
         if RetryPolicy.isRetryable(status: answer.status) {

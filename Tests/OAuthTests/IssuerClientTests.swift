@@ -223,6 +223,22 @@ let goodTokens = #"{"access_token":"\#(goodAccess)","refresh_token":"rt_new","id
         guard case .unavailable = c2.refresh(refreshToken: "x") else { Issue.record("empty answer accepted"); return }
     }
 
+    /// An access token whose expiry cannot be told (no `expires_in`, no JWT `exp`) with no new
+    /// refresh token rotates nothing worth keeping: the answer is a temporary failure, so the
+    /// stored token stays (printed while usable) and nothing expired is printed with exit 0.
+    /// With a new refresh token it is a rotation all the same (the old one is spent).
+    @Test func anAccessTokenWithoutAnExpiryAndNoNewRefreshTokenIsNotARotation() throws {
+        for body in [#"{"access_token":"opaque"}"#, #"{"access_token":"opaque","expires_in":0}"#, #"{"access_token":"eyJhbGciOiJub25lIn0.e30.c2ln"}"#] {
+            let (client, _) = try makeClient([.json(200, body)])
+            guard case .unavailable(let reason, _) = client.refresh(refreshToken: "x") else { Issue.record("\(body) taken as a rotation"); continue }
+            #expect(reason.contains("without an expiry"), "\(reason)")
+        }
+        let (timed, _) = try makeClient([.json(200, #"{"access_token":"opaque","expires_in":3600}"#)])
+        #expect(timed.refresh(refreshToken: "x") == .rotated(RefreshedTokens(accessToken: "opaque", refreshToken: nil, idToken: nil, expiresIn: 3600)))
+        let (rotating, _) = try makeClient([.json(200, #"{"access_token":"opaque","refresh_token":"rt_new"}"#)])
+        #expect(rotating.refresh(refreshToken: "x") == .rotated(RefreshedTokens(accessToken: "opaque", refreshToken: "rt_new", idToken: nil)))
+    }
+
     @Test(arguments: [
         (400, #"{"error":"refresh_token_reused"}"#, "refresh_token_reused"),
         (401, #"{"error":{"message":"Your session has ended. Please log in again.","type":"invalid_request_error","param":null,"code":"refresh_token_invalidated"}}"#, "refresh_token_invalidated"),
