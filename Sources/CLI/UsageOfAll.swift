@@ -31,22 +31,40 @@ extension Runner {
         // Store reads, refreshes and any passphrase prompt happen for one profile at a time (one
         // prompt on the terminal, one scrypt's memory); the backend requests overlap.
         let ownerSteps = ProcessMutex()
-        let results = BoundedParallel.map(count: profiles.count, width: Self.usageConcurrency) { i -> (ProfileUsage, [String]) in
+        // Each profile's answer and held-back notices, or the signal deferred during a refresh
+        // (this profile's or another's) that ends the run.
+        let outcomes = BoundedParallel.map(count: profiles.count, width: Self.usageConcurrency) { i -> (Result<ProfileUsage, DeferredSignal>, [String]) in
             var g2 = g
             g2.profile = profiles[i]
             // Each profile's notices are held back and printed with its block, not interleaved.
             let buffered = LineBufferConsole(base: console)
             let runner = Runner(console: buffered, services: services)
             do {
-                let (report, plan) = try runner.usageAnswer(g2, backend: backend) { step in try ownerSteps.locked(step) }
-                return (.report(report, plan: plan), buffered.lines)
+                // Each owner step first asks whether a signal was deferred meanwhile (man page
+                // REFRESH): once one was, no other profile's refresh token is spent.
+                let (report, plan) = try runner.usageAnswer(g2, backend: backend) { step in
+                    try ownerSteps.locked { try runner.stopIfSignalled(); return try step() }
+                }
+                return (.success(.report(report, plan: plan)), buffered.lines)
+            } catch let s as DeferredSignal {
+                return (.failure(s), buffered.lines)
             } catch let e as CredentialError {
-                return (.failed(message: e.message, exit: e.exitCode), buffered.lines)
+                return (.success(.failed(message: e.message, exit: e.exitCode)), buffered.lines)
             } catch {
-                return (.failed(message: Sanitize.line("\(error)"), exit: 1), buffered.lines)
+                return (.success(.failed(message: Sanitize.line("\(error)"), exit: 1)), buffered.lines)
             }
         }
 
+        // A deferred signal: its save is done; nothing is printed on stdout, 128 + its number.
+        var results: [(ProfileUsage, [String])] = []
+        for (outcome, lines) in outcomes {
+            switch outcome {
+            case .success(let answer): results.append((answer, lines))
+            case .failure(let signal):
+                for (_, lines) in outcomes { for line in lines { console.err(line) } }
+                throw signal
+            }
+        }
         let entries = zip(profiles.map(\.name), results.map(\.0)).map { ($0, $1) }
         if json {
             try console.out(Self.usageJSON(entries))

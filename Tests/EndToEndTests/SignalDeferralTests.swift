@@ -154,6 +154,35 @@ import Glibc
         #expect(try w.issuer.counter("usage_requests") == 0) // nothing after the signal
     }
 
+    /// `usage --all`: a signal deferred during one profile's refresh ends the whole run once that
+    /// save is done — no other profile's refresh token is spent after it, nothing on stdout,
+    /// 128 + the signal (it went on through every profile and printed a report of errors).
+    @Test func usageOfAllStopsAfterTheSignalsSave() throws {
+        let issuer = try TestIssuer()
+        let s = Sandbox(bus: .none, store: "file")
+        s.env["CHATGPT_CREDENTIAL_ISSUER"] = issuer.url
+        s.env["CHATGPT_CREDENTIAL_BACKEND"] = issuer.url + "/backend-api"
+        let names = (1...3).map { _ in uniqueProfile("sigall") }
+        for name in names {
+            let t = try issuer.seed(["expires_in": -10])
+            #expect(s.run(["--profile", name, "store"], stdin: t.storeJSON).status == 0)
+        }
+        defer { for name in names { _ = s.run(["--profile", name, "erase", "--no-revoke"]) } }
+        try issuer.configure(["refresh_delay": 2])
+        let p = try Background(Harness.binary, ["usage", "--all", "--json"], env: s.env)
+        let deadline = Date().addingTimeInterval(15)
+        while try issuer.counter("refresh_requests") < 1 && Date() < deadline { usleep(5_000) }
+        #expect(try issuer.counter("refresh_requests") == 1, "the first refresh never reached the issuer")
+        usleep(1_000_000)
+        kill(p.pid, SIGTERM)
+        let r = p.finish()
+        #expect(!r.signaled && r.status == 128 + SIGTERM, "\(r.status): \(r.stderr)")
+        #expect(r.stdoutBytes.isEmpty, "stdout after SIGTERM: \(r.stdout)")
+        #expect(!r.stderr.contains("DeferredSignal"), "\(r.stderr)")
+        #expect(try issuer.counter("refresh_requests") == 1, "refresh tokens spent after the signal")
+        #expect(try issuer.counter("refresh_reused") == 0)
+    }
+
     /// usage's own path: the backend refuses a still-valid token (401), the one refresh is interrupted.
     @Test func usageRefreshAfterA401DefersTheSignal() throws {
         let w = try World(store: "file", expiresIn: 3600)
