@@ -167,9 +167,21 @@ public final class Runner {
             verbose(g, "profile \(g.profile.name) \(fresh.fromCache ? "answered from the access cache entry of " + place : "read from " + place); expires \(Clock.rfc3339(fresh.credential.expiresAt))")
         }
         if fresh.refreshed { verbose(g, "refreshed; new token expires \(Clock.rfc3339(fresh.credential.expiresAt))") }
-        for n in fresh.notices { console.err("chatgpt-credential: " + n) }
+        for n in fresh.notices { console.err("chatgpt-credential: " + Self.unlessStopping(n)) }
         try stopIfSignalled()
         return fresh
+    }
+
+    /// A notice as said before a deferred signal ends the run: nothing is printed then, so the
+    /// stored token a fallback would print is not announced (man page REFRESH).
+    static func unlessStopping(_ notice: String) -> String {
+        guard SignalDeferral.deferredSignal != nil else { return notice }
+        var at = notice.startIndex
+        while at < notice.endIndex {
+            if notice[at...].hasPrefix("; printing the stored") { return String(notice[..<at]) }
+            at = notice.index(after: at)
+        }
+        return notice
     }
 
     /// Saves a new credential (login, store) through the owner: where `auto` says, and the

@@ -105,7 +105,7 @@ extension Runner {
         let fresh: FreshCredential
         do { fresh = try owner(g).freshAfterRejection(of: rejected.accessToken, Freshness()) } catch { try stopIfSignalled(after: error); throw error }
         if fresh.refreshed { verbose(g, "refreshed; new token expires \(Clock.rfc3339(fresh.credential.expiresAt))") }
-        for n in fresh.notices { console.err("chatgpt-credential: " + n) }
+        for n in fresh.notices { console.err("chatgpt-credential: " + Self.unlessStopping(n)) }
         try stopIfSignalled()
         return fresh
     }

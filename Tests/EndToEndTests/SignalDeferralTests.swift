@@ -154,6 +154,21 @@ import Glibc
         #expect(try w.issuer.counter("usage_requests") == 0) // nothing after the signal
     }
 
+    /// A refresh that failed while a signal waited: the run ends with 128 + the signal and prints
+    /// no token, so its stderr line says what happened without claiming to print the stored one.
+    @Test func aFailedRefreshUnderASignalDoesNotClaimToPrint() throws {
+        let w = try World(store: "file", expiresIn: 200)
+        try w.issuer.configure(["faults": [["delay": 2, "status": 500], ["status": 500], ["status": 500]]])
+        let p = try Background(Harness.binary, w.args + ["get"], env: w.sandbox.env)
+        #expect(try w.waitForRefreshRequests(), "the refresh never reached the issuer")
+        usleep(500_000)
+        kill(p.pid, SIGTERM)
+        let r = p.finish()
+        #expect(!r.signaled && r.status == 128 + SIGTERM, "\(r.status): \(r.stderr)")
+        #expect(r.stdoutBytes.isEmpty, "\(r.stdout)")
+        #expect(r.stderr.contains("could not refresh the token") && !r.stderr.contains("printing"), "\(r.stderr)")
+    }
+
     /// `usage --all`: a signal deferred during one profile's refresh ends the whole run once that
     /// save is done — no other profile's refresh token is spent after it, nothing on stdout,
     /// 128 + the signal (it went on through every profile and printed a report of errors).
