@@ -336,7 +336,7 @@ def broker_bench(binary, env, work, store):
              "the broker's own answer (captured once) and does nothing else: the most this harness measures on "
              "this machine, whatever the broker does. The contract-floor rows are the same server making, in C, every "
              "system call the broker's contract asks of a cached answer (the peer's credentials and executable at accept; "
-             "per request the store's real path, the entry's search, description and read, the file store's four checks, "
+             "per request the entry's search, description and read, the file store's four checks (the store's real path resolved once, as the broker remembers it), "
              "and an audit line): what any broker that keeps the contract could reach here, less the cost of "
              "forming the answer. Load average "
              "(1/5/15 min) %.2f/%.2f/%.2f before these rows, %.2f/%.2f/%.2f after." % (load_before + load_after), "",

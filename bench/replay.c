@@ -5,9 +5,10 @@
  * audit line), so the clients' rate against it is the most the harness can measure on this
  * machine. With the entry's description, the encrypted file and the key file it also makes every
  * system call the broker's contract asks of a cached answer (man page BROKER and ACCESS CACHE):
- * at accept the peer's credentials and executable (for the audit line); per request the store's
- * identity (the real path of its directory), the entry's search, description and read, the file
- * store's checks (its directory and file, the key's directory and file), the payload wiped, and
+ * at accept the peer's credentials and executable (for the audit line); per request the entry's
+ * search, description and read, the file store's checks (its directory and file, the key's
+ * directory and file: the file's lstat is what binds the entry, so the store's identity, the real
+ * path of its directory, is resolved once, as the broker remembers it), the payload wiped, and
  * an audit line written to stderr. It builds no JSON (it replays), so its rate is what any
  * broker that keeps the contract could reach here, less the cost of forming the answer.
  * Usage: replay SOCKET ANSWER-FILE [DESCRIPTION STORE-FILE KEY-FILE] */
@@ -48,9 +49,6 @@ static int admit(int fd) {
 
 /* Per request, what the contract asks of a cached answer; 0 when it may be served. */
 static int contract(int fd) {
-    char *real = realpath(store_dir, NULL);
-    if (!real) return 1;
-    free(real);
     long key = syscall(SYS_keyctl, KEYCTL_SEARCH, (long)KEY_SPEC_USER_KEYRING, "user", description, 0L);
     if (key < 0) return 1;
     char described[4096];
@@ -80,6 +78,9 @@ int main(int argc, char **argv) {
         strncpy(key_dir, key_file, sizeof key_dir - 1);
         dirname(store_dir);
         dirname(key_dir);
+        char *real = realpath(store_dir, NULL);
+        if (!real) { perror(store_dir); return 1; }
+        free(real);
     }
     FILE *f = fopen(argv[2], "rb");
     if (!f) { perror(argv[2]); return 1; }

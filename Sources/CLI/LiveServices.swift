@@ -36,6 +36,7 @@ extension Services {
             // process's refresh before exit 4 (default 60 s).
             lockTimeout: settings.lockTimeout ?? 60)
         services.lookupForeignSecret = { attributes in try stores.lookupForeignSecret(attributes: attributes) }
+        let fileIdentities = RememberedFileIdentities()
         services.makeCache = { g in
             // The kernel keeps a user keyring per user namespace: an entry made in another one
             // could not be revoked by a change made on the host (man page ACCESS CACHE).
@@ -53,13 +54,17 @@ extension Services {
             // the entry was filled from (man page ACCESS CACHE).
             return CredentialCache(keyring: keyring, identity: { kind, profile in
                 switch kind {
-                case .file: return paths.encryptedFile(for: profile).flatMap { StoreIdentity.file(normalising: $0) }
+                case .file: return paths.encryptedFile(for: profile).flatMap { fileIdentities.current($0) }
                 case .secretService: return StoreIdentity.secretService(bus: bus)
                 }
             }, storeCheck: { kind, profile in
                 // The store's own checks: a refusal is a miss, and the read then reports it.
                 guard kind == .file else { return [] }
                 return stores.fileStoreVersionPassingReadChecks(profile)
+            }, rememberedIdentity: { kind, profile in
+                // A broker's lookups skip resolving the file's directory again (RememberedFileIdentities).
+                guard kind == .file else { return nil }
+                return paths.encryptedFile(for: profile).flatMap { fileIdentities.remembered($0) }
             })
         }
         return services

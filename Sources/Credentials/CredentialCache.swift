@@ -24,12 +24,18 @@ package final class CredentialCache {
     /// Secret Service), nil when a check refuses: a hit then is a miss, so the store read itself
     /// reports the exact error (exit 5).
     let storeCheck: (StoreKind, Profile) -> [UInt8]?
+    /// The identity `identity` last gave for the profile's copy, found without touching the file
+    /// system (`RememberedFileIdentities`); nil when there is none. Tried first, and only for a
+    /// copy bound to a version, where a stale identity can miss but never answer wrongly.
+    let rememberedIdentity: (StoreKind, Profile) -> StoreIdentity?
 
     package init(keyring: KeyringCache, identity: @escaping (StoreKind, Profile) -> StoreIdentity?,
-                 storeCheck: @escaping (StoreKind, Profile) -> [UInt8]? = { _, _ in [] }) {
+                 storeCheck: @escaping (StoreKind, Profile) -> [UInt8]? = { _, _ in [] },
+                 rememberedIdentity: @escaping (StoreKind, Profile) -> StoreIdentity? = { _, _ in nil }) {
         self.keyring = keyring
         self.identity = identity
         self.storeCheck = storeCheck
+        self.rememberedIdentity = rememberedIdentity
     }
 
     /// False when lookups cannot answer (cache off, refused by the kernel, entries unreadable
@@ -38,7 +44,12 @@ package final class CredentialCache {
 
     /// The profile's entry for `kind`, when there is one.
     package func entry(_ kind: StoreKind, _ profile: Profile) -> AccessCacheEntry? {
-        guard let id = identity(kind, profile), let version = storeCheck(kind, profile) else { return nil }
+        guard let version = storeCheck(kind, profile) else { return nil }
+        if !version.isEmpty, let remembered = rememberedIdentity(kind, profile),
+           let hit = keyring.lookup(remembered, profile, storeVersion: version) {
+            return hit
+        }
+        guard let id = identity(kind, profile) else { return nil }
         return keyring.lookup(id, profile, storeVersion: version)
     }
 

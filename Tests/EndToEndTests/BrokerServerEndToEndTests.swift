@@ -115,6 +115,30 @@ import Glibc
         #expect(audit.first?.contains(" uid=\(geteuid()) exe=\(Self.curl) path=/v1/token profile=\(w.sandbox.profile) status=200 ok") == true, "\(audit)")
     }
 
+    /// The broker remembers the file store's real path between answers (ARCHITECTURE.md, "The
+    /// access cache"). A data home that is a symlink re-pointed under a running broker: the next
+    /// answer is the credential of the file the path names now, never the remembered directory's.
+    @Test func aDataHomeSymlinkRepointedUnderARunningBrokerAnswersForTheFileItNamesNow() throws {
+        let w = try World()
+        let first = w.sandbox.env["XDG_DATA_HOME"]!, second = w.sandbox.root + "/data-2", link = w.sandbox.root + "/data-link"
+        mkdir(second, 0o700)
+        let other = try w.issuer.seed(["expires_in": 3600])
+        // Stored through the second directory's own spelling first, so its entry is there to find.
+        #expect(w.sandbox.run(["store"], stdin: other.storeJSON, env: ["XDG_DATA_HOME": second]).status == 0)
+        #expect(symlink(first, link) == 0)
+        w.sandbox.env["XDG_DATA_HOME"] = link
+        try w.serve()
+        for _ in 0..<2 {
+            let r = w.curl("/v1/token")
+            #expect(r.status == 200 && Self.json(r.body)?["access_token"] as? String == w.tokens.accessToken, "\(r.body)")
+        }
+        // Re-pointed in one step, as `ln -sfn` through a rename does.
+        #expect(symlink(second, link + ".new") == 0 && rename(link + ".new", link) == 0)
+        let r = w.curl("/v1/token")
+        #expect(r.status == 200 && Self.json(r.body)?["access_token"] as? String == other.accessToken, "\(r.body)")
+        #expect(try w.issuer.counter("refresh_requests") == 0)
+    }
+
     @Test func minTTLBeyondTheExpiryRefreshesThroughTheOwner() throws {
         let w = try World(["expires_in": 1000])
         try w.serve()
