@@ -50,7 +50,7 @@ _chatgpt_credential()
     fi
 
     # Find the verb (and, after a command verb, the "--" after which the command starts).
-    local i w verb= wire=plain dashdash=
+    local i w verb= verbat=0 wire=plain dashdash=
     for (( i = 1; i < COMP_CWORD; i++ )); do
         w=${COMP_WORDS[i]}
         if [[ -n $verb ]]; then
@@ -64,7 +64,7 @@ _chatgpt_credential()
                 [[ $w == --protocol ]] && wire=${COMP_WORDS[i]} ;;
             --protocol=*) wire=${w#*=} ;;
             -*|=) ;;
-            *) verb=$w ;;
+            *) verb=$w verbat=$i ;;
         esac
     done
 
@@ -111,6 +111,15 @@ _chatgpt_credential()
         return 0
     fi
 
+    # The verb's sub-verbs, offered as its first word until one is given.
+    local subs= sub=
+    case $verb in
+        sink) subs='add list remove run' ;;
+    esac
+    for (( i = verbat + 1; i < COMP_CWORD; i++ )); do
+        [[ -n $subs && " $subs " == *" ${COMP_WORDS[i]} "* ]] && { sub=${COMP_WORDS[i]}; break; }
+    done
+
     # Options of the verb, plus the global options.
     local opts=$globals
     case $verb in
@@ -123,7 +132,7 @@ _chatgpt_credential()
         refresh) opts+=" --all --if-idle" ;;
         exec) opts+=" --" ;;
         serve) opts+=" --socket --idle-exit --allow-uid --print-socket" ;;
-        sink) opts+=" --format --path --take-over --on-change --json add list remove run" ;;
+        sink) opts+=" --format --path --take-over --on-change --json" ;;
         doctor) opts+=" --json" ;;
     esac
 
@@ -135,6 +144,8 @@ _chatgpt_credential()
             docker) COMPREPLY=($(compgen -W 'get store erase list version' -- "$cur")) ;;
             *) COMPREPLY=($(compgen -W "$verbs" -- "$cur")) ;;
         esac
+    elif [[ -n $subs && -z $sub ]]; then
+        COMPREPLY=($(compgen -W "$subs" -- "$cur"))
     elif [[ ( $verb == help ) && $prev == "$verb" ]]; then
         COMPREPLY=($(compgen -W "$verbs" -- "$cur"))
     fi

@@ -41,6 +41,32 @@ function __chatgpt_credential_verb_is
     test "$verb" = "$argv[1]"
 end
 
+# No verb yet, and the --protocol given so far (plain when none) is $argv[1].
+function __chatgpt_credential_no_verb_speaking
+    __chatgpt_credential_no_verb; or return 1
+    set -l wire plain
+    set -l words (commandline -opc)
+    while set -q words[1]
+        switch $words[1]
+            case --protocol
+                set -q words[2]; and set wire $words[2]
+            case '--protocol=*'
+                set wire (string replace -- --protocol= '' $words[1])
+        end
+        set -e words[1]
+    end
+    test "$wire" = "$argv[1]"
+end
+
+# The verb is $argv[1] and none of its sub-verbs ($argv[2..]) is given yet.
+function __chatgpt_credential_sub_verb_due
+    __chatgpt_credential_verb_is $argv[1]; or return 1
+    for w in (commandline -opc)
+        contains -- $w $argv[2..-1]; and return 1
+    end
+    return 0
+end
+
 # After `exec … --`: true, and the command line from the command on.
 function __chatgpt_credential_exec_command
     __chatgpt_credential_verb_is exec; or return 1
@@ -67,21 +93,23 @@ set -l c chatgpt-credential
 complete -c $c -f
 
 # Verbs.
-complete -c $c -n __chatgpt_credential_no_verb -a login -d 'sign in and store the tokens'
-complete -c $c -n __chatgpt_credential_no_verb -a get -d 'print a fresh access token (refreshing first when needed)'
-complete -c $c -n __chatgpt_credential_no_verb -a store -d 'store a credential read from stdin (Codex auth.json or token JSON)'
-complete -c $c -n __chatgpt_credential_no_verb -a erase -d 'revoke the refresh token and remove the stored credential'
-complete -c $c -n __chatgpt_credential_no_verb -a status -d 'show who is signed in (no secrets)'
-complete -c $c -n __chatgpt_credential_no_verb -a usage -d 'show the plan and rate-limit windows (5 h, 7 d) of the account'
-complete -c $c -n __chatgpt_credential_no_verb -a refresh -d 'refresh now (for timers), printing nothing on stdout'
-complete -c $c -n __chatgpt_credential_no_verb -a exec -d 'run CMD with CHATGPT_ACCESS_TOKEN and CHATGPT_ACCOUNT_ID set'
-complete -c $c -n __chatgpt_credential_no_verb -a serve -d 'answer token requests over a UNIX socket (the broker)'
-complete -c $c -n __chatgpt_credential_no_verb -a help -d 'show help for a verb'
-complete -c $c -n __chatgpt_credential_no_verb -a sink -d 'keep a file fresh for a program that only reads one (Codex, ChatMock)'
-complete -c $c -n __chatgpt_credential_no_verb -a version -d 'print the version'
-complete -c $c -n __chatgpt_credential_no_verb -a doctor -d 'check what a sign-in depends on here (no secrets)'
+complete -c $c -n '__chatgpt_credential_no_verb_speaking plain' -a login -d 'sign in and store the tokens'
+complete -c $c -n '__chatgpt_credential_no_verb_speaking plain' -a get -d 'print a fresh access token (refreshing first when needed)'
+complete -c $c -n '__chatgpt_credential_no_verb_speaking plain' -a store -d 'store a credential read from stdin (Codex auth.json or token JSON)'
+complete -c $c -n '__chatgpt_credential_no_verb_speaking plain' -a erase -d 'revoke the refresh token and remove the stored credential'
+complete -c $c -n '__chatgpt_credential_no_verb_speaking plain' -a status -d 'show who is signed in (no secrets)'
+complete -c $c -n '__chatgpt_credential_no_verb_speaking plain' -a usage -d 'show the plan and rate-limit windows (5 h, 7 d) of the account'
+complete -c $c -n '__chatgpt_credential_no_verb_speaking plain' -a refresh -d 'refresh now (for timers), printing nothing on stdout'
+complete -c $c -n '__chatgpt_credential_no_verb_speaking plain' -a exec -d 'run CMD with CHATGPT_ACCESS_TOKEN and CHATGPT_ACCOUNT_ID set'
+complete -c $c -n '__chatgpt_credential_no_verb_speaking plain' -a serve -d 'answer token requests over a UNIX socket (the broker)'
+complete -c $c -n '__chatgpt_credential_no_verb_speaking plain' -a help -d 'show help for a verb'
+complete -c $c -n '__chatgpt_credential_no_verb_speaking plain' -a sink -d 'keep a file fresh for a program that only reads one (Codex, ChatMock)'
+complete -c $c -n '__chatgpt_credential_no_verb_speaking plain' -a version -d 'print the version'
+complete -c $c -n '__chatgpt_credential_no_verb_speaking plain' -a doctor -d 'check what a sign-in depends on here (no secrets)'
+complete -c $c -n '__chatgpt_credential_no_verb_speaking git' -a 'get store erase'
+complete -c $c -n '__chatgpt_credential_no_verb_speaking docker' -a 'get store erase list version'
 complete -c $c -n '__chatgpt_credential_verb_is help' -a 'login get store erase status usage refresh exec serve help sink version doctor'
-complete -c $c -n '__chatgpt_credential_verb_is sink' -a 'add list remove run'
+complete -c $c -n '__chatgpt_credential_sub_verb_due sink add list remove run' -a 'add list remove run'
 
 # Global options, before or after the verb (not after the command verb's --).
 set -l g 'not __chatgpt_credential_in_exec_command'

@@ -102,8 +102,12 @@ enum BashCompletion {
         for v in D.verbs {
             var words = v.options.map(\.long)
             if v.operands == .command { words.append("--") }
-            if case .subcommands(let subs) = v.operands { words += subs }
             if !words.isEmpty { verbArms.append("        \(v.name)) opts+=\" \(words.joined(separator: " "))\" ;;") }
+        }
+
+        var subVerbArms: [String] = []
+        for v in D.verbs {
+            if case .subcommands(let subs) = v.operands { subVerbArms.append("        \(v.name)) subs=\(D.singleQuoted(subs.joined(separator: " "))) ;;") }
         }
 
         var s = """
@@ -159,7 +163,7 @@ enum BashCompletion {
             fi
 
             # Find the verb (and, after a command verb, the "--" after which the command starts).
-            local i w verb= wire=plain dashdash=
+            local i w verb= verbat=0 wire=plain dashdash=
             for (( i = 1; i < COMP_CWORD; i++ )); do
                 w=${COMP_WORDS[i]}
                 if [[ -n $verb ]]; then
@@ -178,7 +182,7 @@ enum BashCompletion {
                         [[ $w == --protocol ]] && wire=${COMP_WORDS[i]} ;;
                     --protocol=*) wire=${w#*=} ;;
                     -*|=) ;;
-                    *) verb=$w ;;
+                    *) verb=$w verbat=$i ;;
                 esac
             done
 
@@ -208,6 +212,18 @@ enum BashCompletion {
                 return 0
             fi
 
+            # The verb's sub-verbs, offered as its first word until one is given.
+            local subs= sub=
+            case $verb in
+
+        """
+        s += subVerbArms.joined(separator: "\n") + "\n"
+        s += """
+            esac
+            for (( i = verbat + 1; i < COMP_CWORD; i++ )); do
+                [[ -n $subs && " $subs " == *" ${COMP_WORDS[i]} "* ]] && { sub=${COMP_WORDS[i]}; break; }
+            done
+
             # Options of the verb, plus the global options.
             local opts=$globals
             case $verb in
@@ -225,6 +241,8 @@ enum BashCompletion {
                     docker) COMPREPLY=($(compgen -W \(D.singleQuoted(D.dockerVerbs)) -- "$cur")) ;;
                     *) COMPREPLY=($(compgen -W "$verbs" -- "$cur")) ;;
                 esac
+            elif [[ -n $subs && -z $sub ]]; then
+                COMPREPLY=($(compgen -W "$subs" -- "$cur"))
 
         """
         if !D.verbNameVerbs.isEmpty {
@@ -423,6 +441,32 @@ enum FishCompletion {
             test "$verb" = "$argv[1]"
         end
 
+        # No verb yet, and the --protocol given so far (plain when none) is $argv[1].
+        function __chatgpt_credential_no_verb_speaking
+            __chatgpt_credential_no_verb; or return 1
+            set -l wire plain
+            set -l words (commandline -opc)
+            while set -q words[1]
+                switch $words[1]
+                    case --protocol
+                        set -q words[2]; and set wire $words[2]
+                    case '--protocol=*'
+                        set wire (string replace -- --protocol= '' $words[1])
+                end
+                set -e words[1]
+            end
+            test "$wire" = "$argv[1]"
+        end
+
+        # The verb is $argv[1] and none of its sub-verbs ($argv[2..]) is given yet.
+        function __chatgpt_credential_sub_verb_due
+            __chatgpt_credential_verb_is $argv[1]; or return 1
+            for w in (commandline -opc)
+                contains -- $w $argv[2..-1]; and return 1
+            end
+            return 0
+        end
+
 
         """
         if let c = commandVerb {
@@ -461,11 +505,13 @@ enum FishCompletion {
         # Verbs.
 
         """
-        for v in D.verbs { s += "complete -c $c -n __chatgpt_credential_no_verb -a \(v.name) -d \(quoted(v.summary))\n" }
+        for v in D.verbs { s += "complete -c $c -n '__chatgpt_credential_no_verb_speaking plain' -a \(v.name) -d \(quoted(v.summary))\n" }
+        s += "complete -c $c -n '__chatgpt_credential_no_verb_speaking git' -a \(quoted(D.gitVerbs))\n"
+        s += "complete -c $c -n '__chatgpt_credential_no_verb_speaking docker' -a \(quoted(D.dockerVerbs))\n"
         for v in D.verbNameVerbs { s += "complete -c $c -n '__chatgpt_credential_verb_is \(v.name)' -a \(quoted(D.verbNames))\n" }
         for v in D.verbs {
             if case .subcommands(let subs) = v.operands {
-                s += "complete -c $c -n '__chatgpt_credential_verb_is \(v.name)' -a \(quoted(subs.joined(separator: " ")))\n"
+                s += "complete -c $c -n '__chatgpt_credential_sub_verb_due \(v.name) \(subs.joined(separator: " "))' -a \(quoted(subs.joined(separator: " ")))\n"
             }
         }
         s += """

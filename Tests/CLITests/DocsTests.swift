@@ -308,6 +308,18 @@ import Testing
                 == ["get", "store", "erase", "list", "version"])
     }
 
+    /// A verb's sub-verbs (`sink add|list|remove|run`) are offered as its first word, once, and
+    /// never among its options.
+    @Test func bashCompletesSubVerbs() throws {
+        let sink = try #require(CommandLineSpec.verbs.first { $0.name == "sink" })
+        guard case .subcommands(let subs) = sink.operands else { Issue.record("sink has no sub-verbs"); return }
+        #expect(try Self.bashComplete(["chatgpt-credential", "sink", ""]).reply == subs)
+        #expect(try Self.bashComplete(["chatgpt-credential", "-v", "sink", "r"]).reply.sorted() == ["remove", "run"])
+        #expect(try Self.bashComplete(["chatgpt-credential", "sink", "add", ""]).reply.isEmpty)
+        #expect(try Self.bashComplete(["chatgpt-credential", "sink", "--format", "codex", ""]).reply == subs)
+        #expect(try Self.bashComplete(["chatgpt-credential", "sink", "--"]).reply.allSatisfy { $0.hasPrefix("--") })
+    }
+
     @Test func bashCompletesOptionValues() throws {
         #expect(try Self.bashComplete(["chatgpt-credential", "--store", ""]).reply == ["auto", "secret-service", "file"])
         #expect(try Self.bashComplete(["chatgpt-credential", "get", "--store", "=", "s"]).reply == ["secret-service"])
@@ -449,6 +461,17 @@ import Testing
         let profiles = try Self.fishComplete("chatgpt-credential --profile ", stubOutput: status)
         #expect(Set(profiles?.reply ?? []) == ["default", "work"])
         #expect(profiles?.stderr.isEmpty == true, "completion printed: \(profiles?.stderr ?? "")")
+    }
+
+    /// After `--protocol git` or `docker`, only that protocol's verbs (the plain ones would not run).
+    @Test func fishCompletesTheProtocolsVerbs() throws {
+        guard Self.which("fish") != nil else { return }
+        #expect(Set(try Self.fishComplete("chatgpt-credential --protocol git ")?.reply ?? []) == ["get", "store", "erase"])
+        #expect(Set(try Self.fishComplete("chatgpt-credential --protocol=docker ")?.reply ?? []) == ["get", "store", "erase", "list", "version"])
+        #expect(Set(try Self.fishComplete("chatgpt-credential -v --protocol docker ")?.reply ?? []) == ["get", "store", "erase", "list", "version"])
+        #expect(Set(try Self.fishComplete("chatgpt-credential --protocol plain ")?.reply ?? []) == Set(Self.verbNames))
+        #expect(Set(try Self.fishComplete("chatgpt-credential ")?.reply ?? []) == Set(Self.verbNames))
+        #expect(Set(try Self.fishComplete("chatgpt-credential sink ")?.reply ?? []) == ["add", "list", "remove", "run"])
     }
 
     @Test func fishCompletesEveryOptionOfEveryVerb() throws {
