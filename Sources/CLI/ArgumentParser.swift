@@ -33,6 +33,16 @@ public enum ArgumentParser {
         return wire
     }
 
+    /// The command line when the environment was refused (`refusal`, exit 2): `--version`,
+    /// `version` and help asked for touch nothing a variable sets, so they still answer, as they
+    /// would with the variable unset (man page ENVIRONMENT); anything else — no verb at all
+    /// among it — is the refusal, which says what to fix.
+    public static func parse(_ argv: [String], refusedEnvironment refusal: CredentialError) throws -> Invocation {
+        guard let invocation = try? parse(argv, settings: Settings()), invocation.command.needsNoCredential,
+              (invocation.command.verb as? HelpCommand)?.short != true else { throw refusal }
+        return invocation
+    }
+
     public static func parse(_ argv: [String], settings: Settings) throws -> Invocation {
         var globals = GlobalOptions()
         globals.wire = wireOfProgramName(argv)

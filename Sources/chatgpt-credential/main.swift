@@ -136,14 +136,21 @@ func runProcess() -> Never {
     var settings: Settings
     let invocation: Invocation
     do {
-        settings = try Settings(environment: environment)
+        var answerableDespiteTheEnvironment: Invocation?
+        do {
+            settings = try Settings(environment: environment)
+        } catch let refusal as CredentialError {
+            // --version, version and help still answer (ArgumentParser.parse(_:refusedEnvironment:)).
+            settings = Settings()
+            answerableDespiteTheEnvironment = try ArgumentParser.parse(arguments, refusedEnvironment: refusal)
+        }
         // A client-mode `get` the warm path began (its request sent, its answer unread).
         var handoff = cw_broker_handoff()
         if cw_take_broker_handoff(&handoff) == 1 {
             settings.brokerHandoff = BrokerHandoff(socket: handoff.fd, path: String(cString: handoff.path), target: String(cString: handoff.target),
                                                    requestBytesSent: handoff.request_bytes_sent, deadlineMillis: handoff.deadline_ms)
         }
-        invocation = try ArgumentParser.parse(arguments, settings: settings)
+        invocation = try answerableDespiteTheEnvironment ?? ArgumentParser.parse(arguments, settings: settings)
     } catch let e as CredentialError {
         exit(Runner.reportBeforeRunning(e, arguments: arguments, console: console))
     } catch {

@@ -95,10 +95,10 @@ import Testing
         #expect(try Settings(environment: ["LISTEN_PID": "x", "LISTEN_FDS": "one"]).listenPID == nil)
     }
 
-    /// Bad values of the command line's defaults are usage errors (exit 2) with the messages
-    /// the parser always gave, raised before argv is looked at (so even with a flag given).
+    /// Bad values of the command line's defaults are usage errors (exit 2) naming the variable,
+    /// raised before argv is looked at (so even with a flag given).
     @Test(arguments: [
-        ("CHATGPT_CREDENTIAL_PROFILE", ".x", "invalid profile name '.x': use 1-64 of A-Z a-z 0-9 . _ -, starting with a letter or digit"),
+        ("CHATGPT_CREDENTIAL_PROFILE", ".x", "invalid value '.x' for CHATGPT_CREDENTIAL_PROFILE: use 1-64 of A-Z a-z 0-9 . _ -, starting with a letter or digit"),
         ("CHATGPT_CREDENTIAL_STORE", "cloud", "invalid value 'cloud' for CHATGPT_CREDENTIAL_STORE: use auto, secret-service or file"),
         ("CHATGPT_CREDENTIAL_CACHE", "maybe", "invalid value 'maybe' for CHATGPT_CREDENTIAL_CACHE: use on or off"),
         ("CHATGPT_CREDENTIAL_CACHE_TTL", "+5", "invalid value '+5' for CHATGPT_CREDENTIAL_CACHE_TTL: a number of seconds from 1 to 3600"),
@@ -120,7 +120,7 @@ import Testing
                 _ = try Settings(environment: env)
                 Issue.record("no error with \(env)")
             } catch let e as CredentialError {
-                #expect(e.message.contains(name == "CHATGPT_CREDENTIAL_PROFILE" ? "profile name" : name), "\(name): \(e.message)")
+                #expect(e.message.contains(name), "\(name): \(e.message)")
             } catch {
                 Issue.record("\(error)")
             }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import CLI
 
 /// Issue 29: what a person reads, through the built binary (man page, `status`, `status --all`,
 /// `login`, DIAGNOSTICS): `status` reads like `gh auth status`, `status --all` never cuts a name.
@@ -99,6 +100,28 @@ import Testing
 
     /// A credential that names no account (a bare token set stored) is said to be of an
     /// `unknown` account, as its email and plan are, never `account ` and nothing.
+    /// `--version`, `version` and help touch nothing a variable sets: a refused variable does not
+    /// stop them (man page ENVIRONMENT), whether the warm path or the Swift path answers; every
+    /// other verb, and no verb at all, is still exit 2 naming the variable.
+    @Test func versionAndHelpAnswerWhateverTheEnvironmentHolds() throws {
+        let s = Sandbox(bus: .none, store: "file")
+        let version = "chatgpt-credential " + CommandLineSpec.version + "\n"
+        for bad in [["CHATGPT_CREDENTIAL_STORE": "bogus"], ["CHATGPT_CREDENTIAL_PROFILE": ".x"], ["CHATGPT_CREDENTIAL_CACHE_TTL": "0"]] {
+            for args in [["--version"], ["-v", "--version"], ["get", "--version"], ["version"]] {
+                let r = s.run(args, env: bad)
+                #expect(r.status == 0 && r.stdout == version && r.stderr.isEmpty, "\(bad) \(args): \(r.status) \(r.stderr)")
+            }
+            for args in [["--help"], ["help", "get"], ["get", "--help"]] {
+                let r = s.run(args, env: bad)
+                #expect(r.status == 0 && r.stdout.contains("Usage: chatgpt-credential [GLOBAL OPTIONS]"), "\(bad) \(args): \(r.status) \(r.stderr)")
+            }
+            for args in [[], ["status"], ["get"]] {
+                let r = s.run(args, env: bad)
+                #expect(r.status == 2 && r.stderr.contains(bad.keys.first!) && r.stdout.isEmpty, "\(bad) \(args): \(r.status) \(r.stderr)")
+            }
+        }
+    }
+
     @Test func anAccountNobodyNamedIsSaidToBeUnknown() throws {
         let s = Sandbox(bus: .none, store: "file")
         let stored = s.run(["store"], stdin: #"{"access_token":"opaque-access","refresh_token":"opaque-refresh"}"#)
