@@ -110,7 +110,7 @@ public enum StoreIdentity: Sendable, Equatable {
     }
 
     /// The inverse of `escapedAddressValue`: `%XX` becomes the byte; nil for a bad escape.
-    static func unescapedAddressValue(_ value: Substring) -> String? {
+    public static func unescapedAddressValue(_ value: Substring) -> String? {
         var out: [UInt8] = []
         var bytes = Array(value.utf8)[...]
         while let b = bytes.popFirst() {

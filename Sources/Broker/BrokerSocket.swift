@@ -150,7 +150,7 @@ package struct BrokerListener: Sendable {
     }
 
     /// Whether something accepts connections on `path` (connect(2), 1 s at most).
-    static func isLive(_ path: String) -> Bool {
+    package static func isLive(_ path: String) -> Bool {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { Glibc.close(fd) }

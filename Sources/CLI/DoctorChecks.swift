@@ -20,13 +20,16 @@ struct DoctorChecks {
     var paths: Paths { runner.services.paths }
 
     func all() -> [DoctorCheck] {
-        let bus = settings.sessionBus.find()
+        let found = settings.sessionBus.find()
+        let busCheck = sessionBus(found)
+        // A bus found but not there (a variable naming a socket nobody listens on) is not asked.
+        let bus = busCheck.status == .ok ? found : nil
         let selector = runner.services.makeSelector(g)
         let keyring = secretService(bus: bus, selector)
         let listing = runner.everyProfile(g)
         let held = heldDocuments(listing)
         return [
-            sessionBus(bus), keyring.check, fileStore(), lockDirectory(), accessCache(), brokerSocket(),
+            busCheck, keyring.check, fileStore(), lockDirectory(), accessCache(), brokerSocket(),
             systemdUnits(), sinks(held), issuerBackoff(listing),
             signIn(), profilesInBothStores(listing),
             otherRefresher("codex", program: "Codex", sources: codexSources(bus: bus, keyringAnswers: keyring.answers), held: held),
@@ -41,10 +44,30 @@ struct DoctorChecks {
     func sessionBus(_ found: SessionBus.Found?) -> DoctorCheck {
         guard let found else { return .warn("session-bus", settings.sessionBus.notFoundReason, Self.busAdvice) }
         switch found.source {
-        case .variable: return .ok("session-bus", "from DBUS_SESSION_BUS_ADDRESS (\(Self.withoutGUID(found.address)))")
+        case .variable:
+            let shown = Self.withoutGUID(found.address)
+            if let absent = Self.whyNoBusListens(found.address) {
+                return .warn("session-bus", "DBUS_SESSION_BUS_ADDRESS (\(Sanitize.line(shown, limit: 200))) names no bus here: \(absent)",
+                             Self.busAdvice)
+            }
+            return .ok("session-bus", "from DBUS_SESSION_BUS_ADDRESS (\(shown))")
         case .runtimeDirectory: return .ok("session-bus", "at $XDG_RUNTIME_DIR/bus (\(Self.withoutGUID(found.address)))")
         case .perUserRuntimeDirectory: return .ok("session-bus", "at /run/user/\(geteuid())/bus")
         }
+    }
+
+    /// Why no bus can answer at `address`, or nil when one may: an address that does not parse,
+    /// or one whose every entry is a socket path where nothing listens (connect(2), which does
+    /// not wait for a UNIX socket). Other transports (abstract sockets, tcp) are not probed.
+    static func whyNoBusListens(_ address: String) -> String? {
+        guard let normal = StoreIdentity.normalisedBusAddress(address) else { return "it is not a D-Bus address" }
+        var reasons: [String] = []
+        for entry in normal.split(separator: ";") {
+            guard entry.hasPrefix("unix:path="), let path = StoreIdentity.unescapedAddressValue(entry.dropFirst("unix:path=".count)),
+                  !BrokerListener.isLive(path) else { return nil }
+            reasons.append(Self.look(path) == nil ? "\(path) does not exist" : "nothing listens on \(path)")
+        }
+        return reasons.joined(separator: "; ")
     }
 
     /// A bus address without its `guid=` (a per-daemon value that says nothing to a person).
@@ -111,12 +134,23 @@ struct DoctorChecks {
             let path = dir + "/" + file
             refuses(path) { try AtomicFile.checkFile(path) }
         }
-        var keyWords = "no key file (a passphrase file, or none yet)"
-        if let key = paths.identityFile, let st = Self.look(key) {
-            keyWords = "key \(key) \(Self.octal(st))"
+        var keyWords = "no key file yet"
+        switch runner.services.fileStoreKey(files.compactMap { try? Profile(String($0.dropLast(4))) }) {
+        case .passphraseFile(let file):
+            keyWords = "passphrase file \(file)"
+        case .refusedPassphraseFile(let why):
+            problems.append((Sanitize.line(why), "the passphrase file must be yours and closed to others, with the passphrase on its first line"))
+        case .identity(let key):
+            keyWords = "key \(key) \(Self.look(key).map(Self.octal) ?? "?")"
             let keyDir = AtomicFile.split(key).dir
             refuses(keyDir) { try AtomicFile.checkDirectory(keyDir, create: false) }
             refuses(key) { try AtomicFile.checkFile(key) }
+        case .missingIdentity(let key, let needing):
+            let names = needing.map(\.name).joined(separator: ", ")
+            problems.append(("no key: \(key) does not exist, so the encrypted file\(needing.count == 1 ? "" : "s") of \(names) cannot be read",
+                             "put the key back at \(Self.quoted(key)) (mode 600) from a backup; if it is lost, move the files out of the way and sign in again: \(CommandLineSpec.programName) login"))
+        case .none:
+            break
         }
         if !problems.isEmpty {
             return .fail(name, problems.map(\.0).joined(separator: "; "), problems.map(\.1).joined(separator: "; "))

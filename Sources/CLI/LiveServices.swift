@@ -36,6 +36,7 @@ extension Services {
             // process's refresh before exit 4 (default 60 s).
             lockTimeout: settings.lockTimeout ?? 60)
         services.lookupForeignSecret = { attributes in try stores.lookupForeignSecret(attributes: attributes) }
+        services.fileStoreKey = { profiles in stores.fileStoreKey(profiles: profiles) }
         let fileIdentities = RememberedFileIdentities()
         services.makeCache = { g in
             // The kernel keeps a user keyring per user namespace: an entry made in another one

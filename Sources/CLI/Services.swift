@@ -4,6 +4,9 @@ import OAuth
 import HelperProtocols
 import Credentials
 import Secrets
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The seams between the command layer and the outside world: stores, the issuer, the clock.
 /// `Services.live` wires the real ones; unit tests inject memory stores and scripted issuers.
@@ -23,6 +26,9 @@ public struct Services {
     /// A read-only Secret Service lookup of another program's item by attributes (Codex's, for
     /// `store --from-codex`); nil: no such item. Default: none (unit tests).
     package var lookupForeignSecret: ([(String, String)]) throws -> SecretBytes?
+    /// What opens the encrypted files of these profiles (`doctor`). Default: the key file when
+    /// it exists (unit tests).
+    package var fileStoreKey: ([Profile]) -> LiveStores.FileStoreKey
 
     public init(settings: Settings = Settings(), paths: Paths, now: @escaping () -> Int64 = Clock.now,
                 makeSelector: @escaping (GlobalOptions) -> StoreSelector,
@@ -31,6 +37,10 @@ public struct Services {
                 lockTimeout: Double = 60) {
         self.makeCache = { _ in nil }
         self.lookupForeignSecret = { _ in nil }
+        self.fileStoreKey = { _ in
+            guard let key = paths.identityFile, access(key, F_OK) == 0 else { return .none }
+            return .identity(key)
+        }
         self.settings = settings
         self.paths = paths
         self.now = now

@@ -54,6 +54,40 @@ public struct LiveStores {
         try SecretServiceStore(bus: bus, timeout: dbusTimeout).lookup(attributes: attributes)
     }
 
+    /// What opens the encrypted files, for `doctor`.
+    public enum FileStoreKey: Equatable {
+        /// Passphrase mode: the file passes a read's checks.
+        case passphraseFile(String)
+        /// Passphrase mode, and a read would refuse the file: why.
+        case refusedPassphraseFile(String)
+        /// The key file exists (its mode is the caller's to check).
+        case identity(String)
+        /// No key file, and `needing` of the profiles' files are not passphrase-protected: they cannot be read.
+        case missingIdentity(String, needing: [Profile])
+        /// No key yet, and no file needs one.
+        case none
+    }
+
+    /// What opens the files of `profiles` (those with an encrypted file).
+    public func fileStoreKey(profiles: [Profile]) -> FileStoreKey {
+        if let passphraseFile {
+            do {
+                try AgeFileStore.checkPassphraseFile(passphraseFile)
+                return .passphraseFile(passphraseFile)
+            } catch let e as CredentialError {
+                return .refusedPassphraseFile(e.message)
+            } catch {
+                return .refusedPassphraseFile("\(passphraseFile): \(error)")
+            }
+        }
+        guard let key = paths.identityFile else { return .none }
+        var st = stat()
+        if lstat(key, &st) == 0 { return .identity(key) }
+        let file = AgeFileStore(paths: paths, passphraseFile: nil, prompt: nil)
+        let needing = profiles.filter { !file.isExpensiveToRead($0) }
+        return needing.isEmpty ? .none : .missingIdentity(key, needing: needing)
+    }
+
     /// The file store's own checks (`AgeFileStore.versionPassingReadChecks`), for the access
     /// cache: the file's version when they pass; nil for a refusal (a miss, and the read then
     /// reports it) or no file (man page ACCESS CACHE).

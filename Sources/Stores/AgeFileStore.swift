@@ -394,6 +394,12 @@ public final class AgeFileStore: CredentialStore {
         }
     }
 
+    /// The checks a read makes of the passphrase file (it exists, this user's, closed to group
+    /// and others, a first line), for `doctor`; what it read is wiped at once.
+    public static func checkPassphraseFile(_ file: String) throws {
+        _ = try readPassphraseFile(file)
+    }
+
     static func readPassphraseFile(_ file: String) throws -> SecretBytes {
         // Symlinks are followed here (secret managers mount them so); the target's mode is checked.
         guard var line = try AtomicFile.readSecret(file, maxBytes: 64 * 1024, followSymlinks: true) else {

@@ -224,6 +224,46 @@ import Glibc
             try h.expectAllOK("after chmod 600 on the key")
         }
 
+        // The key file gone: the encrypted file it opens cannot be read (exit 5), and the file
+        // store fails naming the profile, not "no key file" as if none were needed.
+        do {
+            let key = h.s.configDir + "/identity"
+            try #require(rename(key, key + ".away") == 0)
+            let unreadable = h.run(["--no-cache", "--profile", h.fileProfile, "get"])
+            #expect(unreadable.status == 5, "\(unreadable.stderr)")
+            let (status, checks) = try h.doctor()
+            #expect(status == 1)
+            let advice = h.expectOnly(["file-store": "fail"], checks)
+            #expect(checks.first { $0.name == "file-store" }?.detail == "no key: \(key) does not exist, so the encrypted file of \(h.fileProfile) cannot be read")
+            #expect(advice["file-store"]?.hasPrefix("put the key back at \(key) (mode 600)") == true, "\(advice)")
+            try #require(rename(key + ".away", key) == 0)
+            try h.expectAllOK("after the key is back")
+        }
+
+        // A passphrase file the store would refuse (open to others): the file store fails.
+        do {
+            let file = h.s.root + "/passphrase"
+            #expect(FileManager.default.createFile(atPath: file, contents: Data("correct horse\n".utf8), attributes: [.posixPermissions: 0o644]))
+            let (status, checks) = try h.doctor(env: ["CHATGPT_CREDENTIAL_PASSPHRASE_FILE": file])
+            #expect(status == 1)
+            _ = h.expectOnly(["file-store": "fail"], checks)
+            #expect(checks.first { $0.name == "file-store" }?.detail.contains("\(file) is accessible by group or others") == true, "\(checks)")
+            try #require(chmod(file, 0o600) == 0)
+            let (fixed, again) = try h.doctor(env: ["CHATGPT_CREDENTIAL_PASSPHRASE_FILE": file])
+            #expect(fixed == 0 && again.allSatisfy { $0.status == "ok" }, "\(again)")
+            #expect(again.first { $0.name == "file-store" }?.detail.hasSuffix(", passphrase file \(file)") == true, "\(again)")
+        }
+
+        // A bus variable naming a socket nobody listens on (a session that ended) is no bus: the
+        // same warnings as none at all, never "ok" for the bus and advice to start a keyring on it.
+        for gone in ["unix:path=\(h.s.root)/gone-bus", "unix:path=\(h.s.root)/passphrase", "not-an-address"] {
+            let (status, checks) = try h.doctor(env: ["DBUS_SESSION_BUS_ADDRESS": gone])
+            #expect(status == 0)
+            let advice = h.expectOnly(["session-bus": "warn", "secret-service": "warn", "sign-in": "warn"], checks)
+            #expect(checks.first { $0.name == "session-bus" }?.detail.hasPrefix("DBUS_SESSION_BUS_ADDRESS (\(gone)) names no bus here: ") == true, "\(checks)")
+            #expect(advice["secret-service"] == "fix session-bus first", "\(advice)")
+        }
+
         // The data directory open to its group (0750): the store refuses to read from it (exit 5),
         // so the check fails too — the store's own rule, not a looser copy; advice chmod 700.
         do {
