@@ -183,8 +183,16 @@ public enum CommandLineSpec {
 
     // MARK: help text
 
-    /// Help is wrapped to the terminal's width, 80 columns off a terminal (the man page's "Help").
+    /// Help is wrapped to the terminal's width, at most 80 columns, and 80 off a terminal (the
+    /// man page's "Help"); never narrower than 40.
     public static let defaultWidth = 80
+
+    static func helpWidth(_ width: Int) -> Int { min(defaultWidth, max(40, width)) }
+
+    /// `Usage: chatgpt-credential [GLOBAL OPTIONS] WORDS`, continued under its first word.
+    static func usageLine(_ words: String, width: Int) -> String {
+        "Usage:" + wrap("\(programName) [GLOBAL OPTIONS] \(words)", width: width, indent: 7).dropFirst(6) + "\n"
+    }
 
     static func wrap(_ text: String, width: Int, indent: Int = 0) -> String {
         TextWrap.wrap(text, width: width, indent: indent)
@@ -234,8 +242,8 @@ public enum CommandLineSpec {
     /// What `chatgpt-credential` alone prints on stderr (exit 2): the usage line, the six most used
     /// verbs and where to read more, in at most 15 lines of 80 columns.
     public static func shortHelp(width: Int = defaultWidth) -> String {
-        let width = max(40, width)
-        var s = "Usage: \(programName) [GLOBAL OPTIONS] VERB [VERB OPTIONS]\n\nMost used verbs:\n"
+        let width = helpWidth(width)
+        var s = usageLine("VERB [VERB OPTIONS]", width: width) + "\nMost used verbs:\n"
         for name in mostUsedVerbs.filter({ verb($0) != nil }).prefix(6) { s += verbLine(verb(name)!, width: width) }
         s += "\n" + wrap("All verbs and options: \(programName) --help; a verb's: \(programName) VERB --help; more: man \(programName).", width: width) + "\n"
         return s
@@ -244,9 +252,9 @@ public enum CommandLineSpec {
     /// `--help`: every verb, the global options, where to read more; at most 40 lines of 80 columns
     /// (man page, "Help"). The options' variables are named in one paragraph, not on each line.
     public static func mainHelp(width: Int = defaultWidth) -> String {
-        let width = max(40, width)
+        let width = helpWidth(width)
         var s = wrap("\(programName) — ChatGPT sign-in and fresh bearer tokens for scripts", width: width) + "\n"
-        s += "\nUsage: \(programName) [GLOBAL OPTIONS] VERB [VERB OPTIONS]\n\nVerbs:\n"
+        s += "\n" + usageLine("VERB [VERB OPTIONS]", width: width) + "\nVerbs:\n"
         for v in verbs { s += verbLine(v, width: width) }
         s += "\nGlobal options (before or after the verb):\n"
         for o in globalOptions { s += optionLine(o, width: width, withVariable: false) + "\n" }
@@ -262,8 +270,8 @@ public enum CommandLineSpec {
     }
 
     public static func verbHelp(_ v: VerbSpec, width: Int = defaultWidth) -> String {
-        let width = max(40, width)
-        var s = "Usage:" + wrap("\(programName) [GLOBAL OPTIONS] \(v.synopsis)", width: width, indent: 7).dropFirst(6) + "\n\n"
+        let width = helpWidth(width)
+        var s = usageLine(v.synopsis, width: width) + "\n"
         s += wrap(v.summary.prefix(1).uppercased() + v.summary.dropFirst() + ".", width: width) + "\n"
         if !v.details.isEmpty { s += "\n" + paragraph(v.details, width: width) + "\n" }
         if !v.options.isEmpty {
