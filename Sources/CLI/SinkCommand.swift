@@ -16,7 +16,7 @@ struct SinkCommand: Verb {
         details: """
         add writes a file with a fresh access token and no refresh token, and registers it
         with the profile's stored credential: every refresh, by any process, rewrites it
-        before the lock is released. list shows each sink and its state (fresh, due,
+        before the lock is released. list (the default) shows each sink and its state (fresh, due,
         changed by another program, error); remove PATH stops keeping it and removes the
         file; run refreshes before a sink's token would go stale and sleeps until then.
         A file this tool did not write is never replaced (exit 2), except with
