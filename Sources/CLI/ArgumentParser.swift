@@ -48,7 +48,7 @@ public enum ArgumentParser {
         globals.wire = wireOfProgramName(argv)
 
         // Defaults from the environment (`Settings`, which refused invalid values already).
-        if let p = settings.profile { globals.profile = p }
+        if let p = settings.profile { globals.profile = p; globals.profileNamed = true }
         if let s = settings.store { globals.store = s }
         if settings.nonInteractive { globals.nonInteractive = true }
         if settings.debug { globals.verbose = true }
@@ -94,7 +94,7 @@ public enum ArgumentParser {
                 if let spec = CommandLineSpec.globalOptions.first(where: { $0.long == name }) {
                     if spec.value == nil, inline != nil { throw CredentialError.usage("option \(name) takes no value") }
                     switch name {
-                    case "--profile": globals.profile = try Profile(try value(spec))
+                    case "--profile": globals.profile = try Profile(try value(spec)); globals.profileNamed = true
                     case "--store": globals.store = try storeChoice(try value(spec), from: "--store")
                     case "--protocol":
                         let v = try value(spec)
@@ -204,7 +204,7 @@ public enum ArgumentParser {
             return v
         }
         switch name {
-        case "--profile": g.profile = try Profile(try value())
+        case "--profile": g.profile = try Profile(try value()); g.profileNamed = true
         case "--store": g.store = try storeChoice(try value(), from: "--store")
         case "--non-interactive": g.nonInteractive = true
         case "-v", "--verbose": g.verbose = true

@@ -12,6 +12,9 @@ public enum WireProtocol: String, Sendable, CaseIterable { case plain, git, dock
 
 public struct GlobalOptions: Sendable {
     public var profile: Profile = .default
+    /// The profile was named (`--profile`, `CHATGPT_CREDENTIAL_PROFILE`), not the default: verbs
+    /// that can act on every profile (`sink list`, `sink remove`) keep to it then.
+    public var profileNamed = false
     public var store: StoreChoice = .auto
     public var wire: WireProtocol = .plain
     public var nonInteractive = false

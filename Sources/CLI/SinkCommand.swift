@@ -16,9 +16,9 @@ struct SinkCommand: Verb {
         details: """
         add writes a file with a fresh access token and no refresh token, and registers it
         with the profile's stored credential: every refresh, by any process, rewrites it
-        before the lock is released. list (the default) shows each sink and its state (fresh, due,
-        changed by another program, error); remove PATH stops keeping it and removes the
-        file; run refreshes before a sink's token would go stale and sleeps until then.
+        before the lock is released. list (the default) shows each sink, of every profile
+        unless one is named, and its state (fresh, due, changed by another program, error);
+        remove PATH stops keeping it and removes the file; run refreshes before a sink's token would go stale and sleeps until then.
         A file this tool did not write is never replaced (exit 2), except with
         --take-over for a file holding a sign-in, which is imported first.
         """,
@@ -192,35 +192,62 @@ extension Runner {
         console.err("chatgpt-credential: notice: Codex is set to keep its sign-in in the keyring (cli_auth_credentials_store = \"\(mode.rawValue)\" in \(config)); for it to read \(path), set cli_auth_credentials_store = \"file\" there (nothing of Codex's was changed)")
     }
 
+    /// The profiles `sink list` and `sink remove` look at: the one named, else every profile
+    /// (the default first), as `sink run` keeps them.
+    private func sinkScope(_ g: GlobalOptions) -> [Profile] {
+        g.profileNamed ? [g.profile] : sinkProfiles(g)
+    }
+
     func sinkList(_ g: GlobalOptions, json: Bool) throws -> Outcome {
-        let sinks = try owner(g).sinks()
+        var rows: [(profile: Profile, record: SinkRecord, state: SinkState)] = []
+        var problems: [(Profile, CredentialError)] = []
+        for profile in sinkScope(g) {
+            var one = g
+            one.profile = profile
+            do {
+                rows += try owner(one).sinks().map { (profile, $0.record, $0.state) }
+            } catch let e as CredentialError where !g.profileNamed {
+                problems.append((profile, e))
+            }
+        }
+        rows.sort { ($0.profile.name, $0.record.path) < ($1.profile.name, $1.record.path) }
+        for (profile, e) in problems { console.err("chatgpt-credential: \(profile.name): " + e.message) }
+        let status = problems.first.map { $0.1.exitCode } ?? 0
         if json {
-            let v: JSONValue = .object([("sinks", .array(sinks.map { s in
-                .object([("format", .string(s.record.format.rawValue)), ("path", .string(s.record.path)),
-                         ("profile", .string(g.profile.name)), ("state", .string(s.state.rawValue))])
+            let v: JSONValue = .object([("sinks", .array(rows.map { row in
+                .object([("format", .string(row.record.format.rawValue)), ("path", .string(row.record.path)),
+                         ("profile", .string(row.profile.name)), ("state", .string(row.state.rawValue))])
             }))])
             try console.out(JSON.serialize(v) + "\n")
-            return .exit(0)
+            return .exit(status)
         }
-        if sinks.isEmpty {
-            console.err("chatgpt-credential: profile '\(g.profile.name)' has no sink")
-            return .exit(0)
+        if rows.isEmpty {
+            console.err(g.profileNamed ? "chatgpt-credential: profile '\(g.profile.name)' has no sink" : "chatgpt-credential: no profile has a sink")
+            return .exit(status)
         }
         var out = ""
-        for s in sinks {
-            out += "\(g.profile.name)  \(s.record.format.rawValue.padded(to: 9))\(s.state.rawValue)  \(s.record.path)\n"
+        for row in rows {
+            out += "\(row.profile.name)  \(row.record.format.rawValue.padded(to: 9))\(row.state.rawValue)  \(row.record.path)\n"
         }
         try console.out(out)
-        for s in sinks where s.state == .changed {
-            console.err("chatgpt-credential: \(s.record.path) was changed by another program and is no longer rewritten: \(SinkState.advice(s.record, g.profile))")
+        for row in rows where row.state == .changed {
+            console.err("chatgpt-credential: \(row.record.path) was changed by another program and is no longer rewritten: \(SinkState.advice(row.record, row.profile))")
         }
-        return .exit(0)
+        return .exit(status)
     }
 
     func sinkRemove(_ rawPath: String, _ g: GlobalOptions) throws -> Outcome {
         let path = try absoluteSinkPath(rawPath)
-        guard let removal = try owner(g).removeSink(path: path) else {
-            throw CredentialError.usage("profile '\(g.profile.name)' has no sink at \(path) (see: \(g.profile.command("sink list")))", namesItsHelp: true)
+        // The profile that keeps PATH: the one named, else the first that has it.
+        var keeper: GlobalOptions? = g.profileNamed ? g : nil
+        for profile in keeper == nil ? sinkProfiles(g) : [] {
+            var one = g
+            one.profile = profile
+            if (try? owner(one).sinks())?.contains(where: { $0.record.path == path }) == true { keeper = one; break }
+        }
+        guard let keeper, let removal = try owner(keeper).removeSink(path: path) else {
+            let whose = g.profileNamed ? "profile '\(g.profile.name)' has no" : "no profile has a"
+            throw CredentialError.usage("\(whose) sink at \(path) (see: \(g.profile.command("sink list")))", namesItsHelp: true)
         }
         switch removal {
         case .removed: console.err("chatgpt-credential: sink \(path) removed")

@@ -415,6 +415,41 @@ import Glibc
         #expect(again.status == 2, "exit 2 (no such sink) expected: \(again.status)")
     }
 
+    /// Without a profile named, `sink list` shows every profile's sinks (its `profile` field says
+    /// whose) and `sink remove PATH` finds the profile that keeps PATH, as `sink run` keeps them
+    /// all; with one named, only that profile's.
+    @Test func withoutAProfileNamedSinkListAndRemoveSeeEveryProfile() throws {
+        let w = try Self.world()
+        let mine = w.sandbox.profile, other = uniqueProfile("sinkother")
+        let t = try w.issuer.seed(["expires_in": 3600])
+        let input = #"{"access_token":"\#(t.accessToken)","refresh_token":"\#(t.refreshToken)","id_token":"\#(t.idToken)"}"#
+        #expect(w.run(["--profile", other, "store"], stdin: input).status == 0)
+        let first = w.home + "/first.tok", second = w.home + "/second.env"
+        #expect(w.run(["sink", "add", "--format", "token", "--path", first]).status == 0)
+        #expect(w.run(["--profile", other, "sink", "add", "--format", "env", "--path", second]).status == 0)
+        let unnamed = ["CHATGPT_CREDENTIAL_PROFILE": ""]
+
+        let all = w.run(["sink", "list", "--json"], env: unnamed)
+        #expect(all.status == 0, "\(all.stderr)")
+        let rows = (try? JSONSerialization.jsonObject(with: Data(all.stdout.utf8)) as? [String: Any])?["sinks"] as? [[String: String]] ?? []
+        #expect(Set(rows.map { $0["profile"]! + " " + $0["path"]! }) == [mine + " " + first, other + " " + second], "\(all.stdout)")
+        let text = w.run(["sink", "list"], env: unnamed)
+        #expect(text.status == 0 && text.stdout.contains(other + "  env") && text.stdout.contains(mine + "  token"), "\(text.stdout)")
+        let named = w.run(["sink", "list", "--json"])
+        #expect(named.status == 0 && named.stdout.contains(first) && !named.stdout.contains(second), "\(named.stdout)")
+
+        // Named: the other profile's sink is not this one's to remove (exit 2), and stays.
+        let refused = w.run(["sink", "remove", second])
+        #expect(refused.status == 2 && refused.stderr.contains("profile '\(mine)' has no sink at \(second)"), "\(refused.stderr)")
+        #expect(FileManager.default.fileExists(atPath: second))
+        let removed = w.run(["sink", "remove", second], env: unnamed)
+        #expect(removed.status == 0 && !FileManager.default.fileExists(atPath: second), "\(removed.stderr)")
+        let none = w.run(["sink", "remove", second], env: unnamed)
+        #expect(none.status == 2 && none.stderr.contains("no profile has a sink at \(second)"), "\(none.stderr)")
+        #expect(w.run(["--profile", other, "sink", "list", "--json"]).stdout.contains(#""sinks":[]"#))
+        #expect(FileManager.default.fileExists(atPath: first))
+    }
+
     @Test func sinkRemoveOfAFileAnotherProgramChangedUnregistersItAndLeavesTheFile() throws {
         let w = try Self.world()
         let path = w.home + "/app.env"
