@@ -32,9 +32,11 @@ public struct LiveStores {
     /// nobody for a passphrase (`--non-interactive`).
     public func selector(choice: StoreChoice, nonInteractive: Bool) -> StoreSelector {
         let paths = paths, passphraseFile = passphraseFile, bus = bus, dbusTimeout = dbusTimeout, prompt = prompt
+        // The work the selector is made for begins now, before any wait for the profile's lock.
+        let begun = Clock.monotonicMillis()
         return StoreSelector(
             choice: choice,
-            secretService: { SecretServiceStore(bus: bus, timeout: dbusTimeout) },
+            secretService: { SecretServiceStore(bus: bus, timeout: dbusTimeout, begun: begun) },
             file: {
                 AgeFileStore(paths: paths, passphraseFile: passphraseFile,
                              prompt: nonInteractive ? nil : prompt())

@@ -19,6 +19,9 @@ final class SecretServiceConnection: Sendable {
     private struct Kept {
         var address: String?
         var current: Service?
+        /// The last call that ran out of its deadline: its address and when (monotonic ms).
+        var silentAddress: String?
+        var silentAt: Int64 = 0
     }
 
     private let kept = Mutex(Kept())
@@ -56,6 +59,23 @@ final class SecretServiceConnection: Sendable {
             ccred_g_object_unref(loser.pointer)
         }
         return winner.pointer
+    }
+
+    /// Whether a call to `address` ran out of its deadline after `begun` and less than `within`
+    /// ms before `now`. The work begun before it — the requests a long-lived process (`serve`)
+    /// queued behind that call on the profile's lock, one after another — then gets the same
+    /// "did not answer" at once instead of a deadline more each (man page STORES): a hung daemon
+    /// answers a crowd in one deadline, not one each. Work begun after it asks the service again.
+    func ranOutOfTime(_ address: String, since begun: Int64, now: Int64, within: Int64) -> Bool {
+        kept.withLock { $0.silentAddress == address && $0.silentAt >= begun && now < $0.silentAt + within }
+    }
+
+    /// A call to `address` ran out of its deadline at `moment`.
+    func ranOutOfTime(_ address: String, at moment: Int64) {
+        kept.withLock { kept in
+            kept.silentAddress = address
+            kept.silentAt = moment
+        }
     }
 
     /// Drops `service` if it is the one kept (a caller found its daemon or bus gone), closing its

@@ -43,11 +43,18 @@ public final class SecretServiceStore: CredentialStore {
     /// Where the session bus is (read once by the executable).
     public let bus: SessionBus
 
+    /// When the work this store is made for began (monotonic ms): a call to the service that
+    /// ran out of time after it, less than a deadline ago, answers this store's calls at once
+    /// (`SecretServiceConnection.silentUntil`).
+    let begun: Int64
+
     /// `timeout`: `CHATGPT_CREDENTIAL_DBUS_TIMEOUT` when set, else (nil)
-    /// `Deadline.secretServiceSeconds()` (3 s, 30 s with a terminal).
-    public init(bus: SessionBus, timeout: Double? = nil) {
+    /// `Deadline.secretServiceSeconds()` (3 s, 30 s with a terminal). `begun`: when the work it
+    /// is made for began (a broker request, before it waited for the profile's lock).
+    public init(bus: SessionBus, timeout: Double? = nil, begun: Int64 = Clock.monotonicMillis()) {
         self.bus = bus
         self.timeout = timeout ?? Deadline.secretServiceSeconds()
+        self.begun = begun
     }
 
     public func location(for profile: Profile) -> String { "the Secret Service" }
@@ -308,12 +315,15 @@ public final class SecretServiceStore: CredentialStore {
             throw CredentialError.storeUnavailable("the Secret Service cannot be reached: " + bus.notFoundReason, secretService: true)
         }
         try Self.loadLibsecret()
+        let seconds = timeout
+        let connection = SecretServiceConnection.shared
+        if connection.ranOutOfTime(found.address, since: begun, now: Clock.monotonicMillis(), within: Int64(seconds * 1000)) {
+            throw Self.timeoutError(seconds)
+        }
         let cancellable = ccred_g_cancellable_new()!
         defer { ccred_g_object_unref(cancellable) }
         _ = ccred_g_object_ref(cancellable) // the work's reference, dropped when it finishes
         let watched = CancellableReference(cancellable) // the watchdog's, dropped with its closure
-        let seconds = timeout
-        let connection = SecretServiceConnection.shared
         let outcome: Result<T, any Error> = Deadline.watch(seconds: seconds, onTimeout: {
             ccred_g_cancellable_cancel(watched.pointer)
         }) {
@@ -349,6 +359,8 @@ public final class SecretServiceStore: CredentialStore {
         switch consume outcome {
         case .success(let value): return value
         case .failure(let error):
+            let notAnswering = error is Cancelled || (error as? CredentialError).map { if case .storeNotAnswering = $0 { true } else { false } } == true
+            if notAnswering { connection.ranOutOfTime(found.address, at: Clock.monotonicMillis()) }
             if error is Cancelled { throw Self.timeoutError(seconds) }
             throw error
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -196,6 +197,41 @@ import Glibc
         kill(keyring.pid, SIGCONT)
         // Nothing was deleted.
         let back = w.run(["get"])
+        #expect(back.status == 0 && back.stdout == w.tokens.accessToken + "\n", "\(back.stderr)")
+    }
+
+    /// A keyring that stops answering under a running broker: every request that queued behind
+    /// the first one's call on the profile's lock (a refresh is due for `min_ttl`, so each takes
+    /// it to re-read the store) gets the same "did not answer" (503) at once, not one more
+    /// deadline each (8 requests took 8 deadlines), and client mode exits 5; once the keyring
+    /// answers again, so does the next request.
+    @Test func aStoppedKeyringAnswersACrowdOfBrokerRequestsInOneDeadline() throws {
+        let w = try World(expiresIn: 3600, store: "auto", bus: .none)
+        let keyring = try PrivateKeyring(w.sandbox)
+        #expect(w.run(["store"], stdin: w.tokens.storeJSON, store: "secret-service").status == 0)
+        w.sandbox.env["CHATGPT_CREDENTIAL_DBUS_TIMEOUT"] = "1"
+        let socket = w.sandbox.root + "/broker.sock"
+        let broker = try LiveRun(w.sandbox, ["--store", "secret-service", "serve", "--socket", socket])
+        defer { broker.signal(SIGTERM); _ = broker.wait(timeout: 10) }
+        try #require(broker.waitFor("broker listening on", timeout: 20), "\(broker.stderr)")
+        kill(keyring.pid, SIGSTOP)
+        defer { kill(keyring.pid, SIGCONT) }
+        let env = w.sandbox.env
+        let results = Mutex<[(status: String, seconds: Double)]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            let started = Date()
+            let r = Harness.run("/usr/bin/curl", ["-sS", "--max-time", "30", "--unix-socket", socket, "-o", "/dev/null", "-w", "%{http_code}", "http://localhost/v1/token?min_ttl=3599"], env: env, timeout: 40)
+            let seconds = Date().timeIntervalSince(started)
+            results.withLock { $0.append((r.stdout, seconds)) }
+        }
+        for r in results.withLock({ $0 }) {
+            #expect(r.status == "503", "\(r.status) \(broker.stderr)")
+            #expect(r.seconds < 4, "a request waited \(r.seconds) s behind the others' calls")
+        }
+        let client = w.run(["--broker", "unix:" + socket, "get", "--min-ttl", "3599"], timeout: 20)
+        #expect(client.status == 5 && client.stderr.contains("did not answer"), "\(client.status) \(client.stderr)")
+        kill(keyring.pid, SIGCONT)
+        let back = w.run(["--broker", "unix:" + socket, "get"], timeout: 20)
         #expect(back.status == 0 && back.stdout == w.tokens.accessToken + "\n", "\(back.stderr)")
     }
 
