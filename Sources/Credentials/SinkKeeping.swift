@@ -29,7 +29,12 @@ enum SinkKeeping {
             let digest = SinkRendering.digest(bytes)
             guard !Sodium.equal(digest, record.digest) else { continue }
             var after = record
-            after.previousDigest = record.digest
+            // What the file holds now stays "ours": the last write, or — when that rewrite failed
+            // (a full disk, a read-only mount) — still the one before it, so a second failure in a
+            // row never makes the file look changed by another program.
+            let lastWriteFailed = !record.previousDigest.isEmpty
+                && (try? SinkFile.digest(record.path)).flatMap { $0 }.map { Sodium.equal($0, record.previousDigest) } == true
+            after.previousDigest = lastWriteFailed ? record.previousDigest : record.digest
             after.digest = digest
             next.sinks[i] = after
             rewrites.append(Rewrite(before: record, after: after, bytes: SecretToken(bytes)))
@@ -196,12 +201,21 @@ extension CredentialOwner {
             guard try tx.write(document, to: current.store) else {
                 throw CredentialError.storeFailure("the credential in \(current.store.location(for: profile)) was changed by another program meanwhile; nothing was changed, try again")
             }
-            if let replacing {
-                guard try SinkFile.replace(record.path, with: bytes, isOurs: { Sodium.equal($0, replacing) }) == .done else {
-                    throw CredentialError.usage("\(record.path) was changed by another program while the sink was being added; left as it is", namesItsHelp: true)
+            do {
+                if let replacing {
+                    guard try SinkFile.replace(record.path, with: bytes, isOurs: { Sodium.equal($0, replacing) }) == .done else {
+                        throw CredentialError.usage("\(record.path) was changed by another program while the sink was being added; left as it is", namesItsHelp: true)
+                    }
+                } else if try !SinkFile.create(record.path, with: bytes) {
+                    throw CredentialError.usage("\(record.path) appeared while the sink was being added; refusing to replace it", namesItsHelp: true)
                 }
-            } else if try !SinkFile.create(record.path, with: bytes) {
-                throw CredentialError.usage("\(record.path) appeared while the sink was being added; refusing to replace it", namesItsHelp: true)
+            } catch {
+                // Not written: the document goes back to what it was, so a failed add registers
+                // nothing (nor imports a taken-over sign-in).
+                if let reread = try? tx.locate(selector), reread.store === current.store {
+                    _ = try? tx.write(current.document, to: current.store)
+                }
+                throw error
             }
             return added
         }

@@ -401,6 +401,49 @@ import Glibc
         #expect(Self.temps(w.home + "/.codex").isEmpty && Self.temps(w.home).isEmpty)
     }
 
+    /// Two rewrites in a row that fail (the directory made writable by others, which a rewrite
+    /// refuses) leave the file this tool's: once the directory is sound again the next refresh
+    /// rewrites it, and it is never said to be changed by another program.
+    @Test func twoFailedRewritesInARowLeaveTheSinkOurs() throws {
+        let w = try Self.world()
+        let dir = w.home + "/sinkdir", path = dir + "/t.token"
+        mkdir(dir, 0o700)
+        #expect(w.run(["sink", "add", "--format", "token", "--path", path]).status == 0)
+        let written = Self.contents(path)
+        try #require(chmod(dir, 0o777) == 0)
+        for _ in 0..<2 {
+            let r = w.run(["get", "--force-refresh"])
+            #expect(r.status == 0 && r.stderr.contains("could not be rewritten"), "\(r.status) \(r.stderr)")
+            #expect(Self.contents(path) == written)
+        }
+        #expect(w.run(["sink", "list"]).stdout.contains("  due  "), "a sink whose rewrite failed is due")
+        try #require(chmod(dir, 0o700) == 0)
+        let r = w.run(["get", "--force-refresh"])
+        #expect(r.status == 0 && !r.stderr.contains("changed by another program"), "\(r.stderr)")
+        #expect(Self.contents(path) == r.stdout, "the sink holds the token get printed")
+        let list = w.run(["sink", "list"])
+        #expect(list.stdout.contains("  fresh  "), "\(list.stdout) \(list.stderr)")
+    }
+
+    /// A `sink add` whose file cannot be written (a read-only mount) fails, exit 5, and
+    /// registers nothing: no sink is listed and no later refresh speaks of it.
+    @Test func aSinkAddThatCannotWriteRegistersNothing() throws {
+        guard geteuid() == 0 else { Issue.record("mounting a tmpfs needs root (CI has it)"); return }
+        let w = try Self.world()
+        let dir = w.home + "/ro"
+        mkdir(dir, 0o700)
+        let env = ["PATH": "/usr/bin:/bin"]
+        try #require(Harness.run("/bin/mount", ["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", dir], env: env).status == 0)
+        defer { _ = Harness.run("/bin/umount", ["-l", dir], env: env) }
+        try #require(Harness.run("/bin/mount", ["-o", "remount,ro", dir], env: env).status == 0)
+        let add = w.run(["sink", "add", "--format", "token", "--path", dir + "/x.token"])
+        #expect(add.status == 5, "\(add.status) \(add.stderr)")
+        let list = w.run(["sink", "list", "--json"])
+        #expect(list.status == 0 && list.stdout.contains(#""sinks":[]"#), "\(list.stdout)")
+        let r = w.run(["get", "--force-refresh"])
+        #expect(r.status == 0 && !r.stderr.contains("sink"), "\(r.stderr)")
+    }
+
     @Test func sinkRemoveStopsKeepingAndRemovesTheFile() throws {
         let w = try Self.world()
         let path = w.home + "/tok"
