@@ -264,18 +264,39 @@ extension Runner {
     func sinkRun(_ g: GlobalOptions) throws -> Outcome {
         console.err("chatgpt-credential: sink run: keeping every profile's sinks fresh")
         let said = SaidOnce()
+        // Per profile kept in an encrypted file: the file's version when it was last read and
+        // when it is due again. Each minute every profile is looked at, so a sink or a profile
+        // added meanwhile is seen within a minute; one whose file has not changed and is not due
+        // is not read again (a passphrase-protected file costs a scrypt to read).
+        var known: [String: (version: String, wake: Int64)] = [:]
         while true {
             let now = services.now()
-            var wake = now + SinkSchedule.longestSleep
             for profile in sinkProfiles(g) {
+                let version = encryptedFileVersion(profile)
+                if let version, let k = known[profile.name], k.version == version, k.wake > now {
+                    continue
+                }
                 var one = g
                 one.profile = profile
-                if let next = keepSinksFresh(one, said) { wake = min(wake, next) }
+                let next = keepSinksFresh(one, said)
+                if let after = encryptedFileVersion(profile) {
+                    known[profile.name] = (after, next ?? now + SinkSchedule.longestSleep)
+                } else {
+                    known[profile.name] = nil
+                }
                 // A signal that waited for this profile's save ends the run (128 + its number).
                 try stopIfSignalled()
             }
-            WallClock.sleep(until: max(wake, services.now() + SinkSchedule.minimumSleep))
+            WallClock.sleep(until: max(now, services.now()) + SinkSchedule.minimumSleep)
         }
+    }
+
+    /// The profile's encrypted file as `dev:ino:size:mtime` (lstat), or nil when it has none.
+    private func encryptedFileVersion(_ profile: Profile) -> String? {
+        guard let path = services.paths.encryptedFile(for: profile) else { return nil }
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return nil }
+        return "\(st.st_dev):\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
     }
 
     /// The profiles found in either store (the one asked for first).

@@ -507,6 +507,27 @@ import Glibc
 
     // MARK: sink run
 
+    /// A sink added (for a profile signed in) while `sink run` sleeps is kept within a minute:
+    /// it sleeps a minute at a time, never until the next sink it knew of is due (it slept an
+    /// hour, and the new sink's token expired meanwhile).
+    @Test func sinkRunKeepsASinkAddedWhileItSleeps() throws {
+        let w = try Self.world(expiresIn: 3600)
+        let run = try LiveRun(w.sandbox, ["sink", "run"])
+        defer { kill(run.process.processIdentifier, SIGTERM); _ = run.wait(timeout: 10) }
+        // The fact waited for: its first look is over and it sleeps (clock_nanosleep, syscall 230).
+        let pid = run.process.processIdentifier
+        #expect(try Hostile.waitUntil(20) { (Self.contents("/proc/\(pid)/syscall") ?? "").hasPrefix("230 ") }, "sink run never slept")
+        let other = uniqueProfile("sinklate")
+        let t = try w.issuer.seed(["expires_in": 500]) // due at once: within max(600 s, a tenth)
+        let input = #"{"access_token":"\#(t.accessToken)","refresh_token":"\#(t.refreshToken)","id_token":"\#(t.idToken)"}"#
+        #expect(w.run(["--profile", other, "store"], stdin: input).status == 0)
+        let path = w.home + "/late.tok"
+        #expect(w.run(["--profile", other, "sink", "add", "--format", "token", "--path", path]).status == 0)
+        #expect(run.waitFor("profile '\(other)': refreshed; sinks rewritten", timeout: 90), "\(run.stderr)")
+        let token = try #require(Self.accessToken(in: path, format: "token"))
+        #expect(token != t.accessToken)
+    }
+
     @Test func sinkRunRefreshesADueTokenOnceAndRewritesTheSinks() throws {
         let w = try Self.world(expiresIn: 500) // within max(600 s, a tenth of its lifetime)
         let path = w.home + "/tok"

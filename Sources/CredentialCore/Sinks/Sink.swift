@@ -116,9 +116,9 @@ public enum SinkSchedule {
     /// A `codex` sink's credential is refreshed before its last refresh is this old (Codex
     /// refreshes at 8 days: ARCHITECTURE.md, "Codex's refresh rules").
     public static let codexIdle: Int64 = 7 * 86400
-    /// `sink run` never wakes more often than this.
+    /// `sink run` wakes this often, and no more: to look for sinks and profiles added meanwhile.
     public static let minimumSleep: Int64 = 60
-    /// Nor sleeps longer: a sink added by another process meanwhile is seen within it.
+    /// A profile whose file is unchanged is read again at the latest after this long.
     public static let longestSleep: Int64 = 3600
 
     /// How long before expiry a token of `lifetime` seconds is refreshed.
