@@ -76,6 +76,10 @@ struct SinkCommand: Verb {
             try only(["--format", "--path", "--take-over", "--on-change"], for: sub)
             guard format != nil else { throw CredentialError.usage("sink add needs --format codex|chatmock|token|env|json") }
             if path == nil, let operand { path = operand } else if operand != nil { throw CredentialError.usage("sink add takes its file as --path PATH") }
+            // Only a file in the format's own shape can hold a sign-in to take over.
+            if takeOver, ![.codex, .chatmock].contains(format!) {
+                throw CredentialError.usage("--take-over is for --format codex or chatmock (a file in their shape holding a sign-in); a \(format!.rawValue) sink never replaces a file it did not write")
+            }
             if path == nil, ![.codex, .chatmock].contains(format!) {
                 throw CredentialError.usage("sink add --format \(format!.rawValue) needs --path PATH")
             }

@@ -202,6 +202,19 @@ import Testing
         #expect(path.fromCodex == .some("/x/auth.json"))
     }
 
+    /// `--take-over` imports a sign-in from a file in the format's own shape: only `codex` and
+    /// `chatmock` have one; any other format is exit 2 before a file is looked at.
+    @Test func takeOverIsOnlyForTheAuthJSONFormats() throws {
+        for format in ["token", "env", "json"] {
+            #expect(throws: CredentialError.usage("--take-over is for --format codex or chatmock (a file in their shape holding a sign-in); a \(format) sink never replaces a file it did not write")) {
+                try parse(["sink", "add", "--format", format, "--path", "/x/auth.json", "--take-over"])
+            }
+        }
+        for format in ["codex", "chatmock"] {
+            #expect(try parse(["sink", "add", "--format", format, "--path", "/x/auth.json", "--take-over"]).command.verb is SinkCommand)
+        }
+    }
+
     @Test func helpAndVersion() throws {
         for (args, verb) in [(["--help"], nil), (["get", "--help"], "get"), (["help", "erase"], "erase")] as [([String], String?)] {
             guard let help = try parse(args).command.verb as? HelpCommand else { Issue.record("\(args)"); return }
