@@ -91,7 +91,13 @@ package enum SinkState: String, Sendable {
     /// The state of `record`'s file, for a credential `document`, at `now`.
     package static func of(_ record: SinkRecord, _ document: TokenDocument, now: Int64) -> SinkState {
         let found: String?
-        do { found = try SinkFile.digest(record.path) } catch { return .error }
+        do { found = try SinkFile.digest(record.path) } catch {
+            // Not a regular file any more (a symbolic link, a directory put in its place): never
+            // followed, and as for a refresh's rewrite, changed by another program.
+            var st = stat()
+            if lstat(record.path, &st) == 0, st.st_mode & S_IFMT != S_IFREG { return .changed }
+            return .error
+        }
         guard let found, record.isOurs(found) else { return .changed }
         guard Sodium.equal(found, record.digest) else { return .due } // the last rewrite did not happen
         let issued = document.lastRefresh > 0 ? document.lastRefresh : document.storedAt

@@ -444,6 +444,23 @@ import Glibc
         #expect(r.status == 0 && !r.stderr.contains("sink"), "\(r.stderr)")
     }
 
+    /// A sink another program replaced with a symbolic link is "changed by another program"
+    /// everywhere — the refresh's notice, `sink list`, `status`, `doctor` — and is not followed.
+    @Test func aSinkReplacedByASymlinkIsChangedByAnotherProgramEverywhere() throws {
+        let w = try Self.world()
+        let path = w.home + "/a.token", target = w.home + "/other"
+        #expect(w.run(["sink", "add", "--format", "token", "--path", path]).status == 0)
+        try "theirs\n".write(toFile: target, atomically: true, encoding: .utf8)
+        try #require(unlink(path) == 0 && symlink(target, path) == 0)
+        let r = w.run(["get", "--force-refresh"])
+        #expect(r.status == 0 && r.stderr.contains("changed by another program"), "\(r.stderr)")
+        #expect(Self.contents(target) == "theirs\n")
+        #expect(w.run(["sink", "list"]).stdout.contains("changed by another program"))
+        #expect(w.run(["status"]).stdout.contains("changed by another program"))
+        let doctor = w.run(["doctor"])
+        #expect(doctor.stdout.contains("was changed by another program"), "\(doctor.stdout)")
+    }
+
     @Test func sinkRemoveStopsKeepingAndRemovesTheFile() throws {
         let w = try Self.world()
         let path = w.home + "/tok"
