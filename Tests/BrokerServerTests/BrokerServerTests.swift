@@ -37,6 +37,8 @@ import Glibc
         var ending: BrokerServer.Ending?
         /// A token request for the profile `slow` waits on this before it is answered.
         let gate = DispatchSemaphore(value: 0)
+        /// A usage request for the profile `slow` waits on this before it is answered.
+        let usageGate = DispatchSemaphore(value: 0)
         /// The body of the profile `big`'s token: more than a socket's buffer takes at once.
         static let bigBody = "{\"access_token\":\"" + String(repeating: "b", count: 4 << 20) + "\"}"
 
@@ -49,6 +51,7 @@ import Glibc
             listener = try BrokerListener.bind(path: path)
             let recorder = self.recorder
             let gate = self.gate
+            let usageGate = self.usageGate
             let quickHandler: BrokerServer.QuickHandler = { request, peer in
                 switch request.call {
                 case .health:
@@ -77,7 +80,9 @@ import Glibc
                     if p?.name == "missing" { return .failure(status: 401, message: "profile 'missing' is not signed in") }
                     if p?.name == "slow" { gate.wait() }
                     return BrokerAnswer(status: 200, body: SecretBytes(copying: #"{"access_token":"tok-\#(peer.pid)"}"#.utf8), outcome: "ok")
-                case .usage: return .ok(#"{"plan":"plus"}"#)
+                case .usage(let p):
+                    if p?.name == "slow" { usageGate.wait() }
+                    return .ok(#"{"plan":"plus"}"#)
                 }
             }, quick: quick ? quickHandler : nil, audit: { recorder.add($0) })
             let server = self.server

@@ -377,6 +377,42 @@ import Glibc
         #expect(try w.issuer.counter("refresh_requests") == 1)
     }
 
+    /// man page BROKER ("No client holds up another"): 32 usage requests whose backend answers
+    /// take 12 s hold at most 8 of the 16 workers, so a token request that needs a refresh is
+    /// answered at once; those that waited 8 s for a worker are answered 502, retry.
+    @Test func slowUsageRequestsDoNotStarveATokenRequest() throws {
+        let w = try World(["expires_in": 2000]) // min_ttl=3000 refreshes: a worker's job
+        try w.serve()
+        try w.issuer.configure(["usage_fault_always": ["delay": 12]])
+        final class Answered: @unchecked Sendable { let lock = NSLock(); var statuses: [Int] = [] }
+        let answered = Answered()
+        let group = DispatchGroup()
+        for _ in 0..<32 {
+            group.enter()
+            Thread { [socket = w.socket] in
+                let status = Self.rawGet(socket, "/v1/usage", timeout: 30)
+                answered.lock.lock(); answered.statuses.append(status); answered.lock.unlock()
+                group.leave()
+            }.start()
+        }
+        // The fact waited for: 8 usage requests have reached the backend.
+        let deadline = Date().addingTimeInterval(10)
+        while ((try? w.issuer.counter("usage_requests")) ?? 0) < 8 && Date() < deadline { usleep(10_000) }
+        #expect(try w.issuer.counter("usage_requests") >= 8)
+        let start = Date()
+        let get = w.sandbox.run(["--broker", "unix:" + w.socket, "get", "--min-ttl", "3000"], timeout: 30)
+        let elapsed = Date().timeIntervalSince(start)
+        #expect(get.status == 0, "exit \(get.status): \(get.stderr)")
+        #expect(elapsed < 5, "\(elapsed) s")
+        #expect(try w.issuer.counter("refresh_requests") == 1)
+        // Only 8 were given to workers (the backend client may ask again after its own timeout).
+        let usageAsked = try w.issuer.counter("usage_requests")
+        #expect(usageAsked == 8, "\(usageAsked)")
+        #expect(group.wait(timeout: .now() + 40) == .success)
+        answered.lock.lock(); let statuses = answered.statuses.sorted(); answered.lock.unlock()
+        #expect(statuses == Array(repeating: 200, count: 8) + Array(repeating: 502, count: 24), "\(statuses)")
+    }
+
     // MARK: systemd socket activation
 
     /// `systemd-socket-activate -l PATH chatgpt-credential ARGS` running, its stderr collected
