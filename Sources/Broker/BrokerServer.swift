@@ -31,8 +31,9 @@ package final class BrokerServer: @unchecked Sendable {
         /// and the broker has to write an answer.
         package var requestDeadline: Double = 5
         /// Open connections of one uid. A new one beyond it closes that uid's longest-idle
-        /// connection (one waiting for a request, not one being answered); when none is idle the
-        /// new one is answered 503 and closed.
+        /// connection (one waiting for a request, not one being answered), else the one that has
+        /// been sending an incomplete head the longest; when every one is being answered the new
+        /// one is answered 502 (temporary: retry) and closed.
         package var maxConnectionsPerUID = 256
         /// Worker threads answering requests at once (made as needed, kept for later requests).
         package var workers = 16
@@ -77,6 +78,9 @@ package final class BrokerServer: @unchecked Sendable {
         var deadline: Int64 = 0
         /// When it was last accepted or answered, as a count of such events: who is longest idle.
         var idleSince: UInt64 = 0
+        /// When the incomplete head in `buffer` began, as a count (`headsBegun`, the loop's):
+        /// who has been dripping a head the longest.
+        var headSince: UInt64 = 0
         /// Given to a worker; not polled by the loop.
         var busy = false
         /// Counted in `perUID` (until its last answer is written or it is closed).
@@ -142,6 +146,8 @@ package final class BrokerServer: @unchecked Sendable {
     /// Connections answered on the loop whose buffer already holds the next head: taken up on
     /// the next turn, so one pipelining client cannot keep the loop to itself.
     private var pipelined: [Connection] = []
+    /// Heads begun, counted by the loop: the order of `Connection.headSince`.
+    private var headsBegun: UInt64 = 0
 
     /// `audit` is called once per answered request (and refused connection, within the rate),
     /// one call at a time; `notice` for the summary of refused connections not audited.
@@ -321,13 +327,16 @@ package final class BrokerServer: @unchecked Sendable {
         let open = perUID[cred.uid, default: 0]
         unlock()
         if open >= settings.maxConnectionsPerUID {
-            // At the cap: the uid's longest-idle connection makes room; none idle, 503.
-            let victim = connections.values.filter { $0.peer.uid == cred.uid && !$0.busy && $0.buffer.isEmpty }
-                .min { $0.idleSince < $1.idleSince }
+            // At the cap: the uid's longest-idle connection makes room, else the one dripping an
+            // incomplete head the longest (a slow client cannot lock its user out); when every
+            // one is being answered, 502: retry (man page BROKER).
+            let mine = connections.values.filter { $0.peer.uid == cred.uid && !$0.busy }
+            let victim = mine.filter { $0.buffer.isEmpty }.min { $0.idleSince < $1.idleSince }
+                ?? mine.filter { !$0.waitingToWrite && HTTPHead.end($0.buffer) == nil }.min { $0.headSince < $1.headSince }
             if let victim {
                 drop(victim)
             } else {
-                let answer = BrokerAnswer.failure(status: 503, message: "uid \(cred.uid) has \(settings.maxConnectionsPerUID) connections open, all busy")
+                let answer = BrokerAnswer.failure(status: 502, message: "uid \(cred.uid) has \(settings.maxConnectionsPerUID) connections open, all being answered; retry")
                 _ = send(fd, answer, keepAlive: false, deadline: 0)
                 record(peer, path: nil, answer)
                 release(fd)
@@ -352,6 +361,7 @@ package final class BrokerServer: @unchecked Sendable {
         let n = want > 0 ? recv(c.fd, &chunk, want, 0) : 0
         if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
         if n <= 0 { drop(c); return }
+        if c.buffer.isEmpty { c.headSince = beginHead() }
         c.buffer += chunk[0..<n]
         dispatchIfComplete(c)
     }
@@ -387,6 +397,7 @@ package final class BrokerServer: @unchecked Sendable {
               let answer = quick(request, c.peer) else { return false }
         c.buffer.removeFirst(end)
         c.served += 1
+        if !c.buffer.isEmpty { c.headSince = beginHead() }
         guard deliver(answer, to: request, on: c, deadline: 0) else { queue(c); return true }
         guard c.after == .keep else { drop(c); return true }
         let now = Clock.monotonicMillis()
@@ -552,6 +563,8 @@ package final class BrokerServer: @unchecked Sendable {
             case .close: drop(c)
             case .drain: forget(c); release(c.fd)
             case .keep:
+                // What is left in the buffer is the start of the next head.
+                if !c.buffer.isEmpty { c.headSince = beginHead() }
                 let now = Clock.monotonicMillis()
                 c.deadline = now + Int64(settings.requestDeadline * 1000)
                 lastActivity = now
@@ -696,6 +709,12 @@ package final class BrokerServer: @unchecked Sendable {
         c.counted = false
         perUID[c.peer.uid, default: 1] -= 1
         if perUID[c.peer.uid] == 0 { perUID[c.peer.uid] = nil }
+    }
+
+    /// (The loop's.) The next `headSince`.
+    private func beginHead() -> UInt64 {
+        headsBegun += 1
+        return headsBegun
     }
 
     private func nextEvent() -> UInt64 {

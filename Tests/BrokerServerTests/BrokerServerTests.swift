@@ -466,23 +466,24 @@ import Glibc
         s.stop()
     }
 
-    @Test func aUIDAtItsCapWithNoIdleConnectionGets503() throws {
+    @Test func aUIDAtItsCapWithEveryConnectionBeingAnsweredGets502() throws {
         var settings = BrokerServer.Settings()
         settings.maxConnectionsPerUID = 1
         let s = try Running(settings)
         // The one connection allowed is being answered.
         let a = try s.heldSlowRequest()
-        // None idle to close: the new one is answered 503 and closed.
+        // None idle or dripping to close: the new one is answered 502 (retry) and closed.
         let b = try Client(s.path)
         let r = b.response()
-        #expect(r?.status == 503)
-        #expect(r?.body.contains("has 1 connections open, all busy") == true)
+        #expect(r?.status == 502)
+        #expect(r?.body.contains(#""error":"temporary""#) == true, "\(r?.body ?? "")")
+        #expect(r?.body.contains("has 1 connections open, all being answered") == true, "\(r?.body ?? "")")
         #expect(b.closedByServer())
         s.gate.signal()
         #expect(a.response()?.status == 200)
         a.close(); b.close()
         s.stop()
-        #expect(s.recorder.all.map(\.status).sorted() == [200, 503])
+        #expect(s.recorder.all.map(\.status).sorted() == [200, 502])
     }
 
     // MARK: binding
