@@ -556,6 +556,12 @@ import Glibc
         #expect(throws: CredentialError.storeFailure("\(dir)/loose is writable by group or others; run: chmod go-w \(dir)/loose")) {
             try BrokerListener.bind(path: dir + "/loose/b.sock")
         }
+        // A shared sticky directory (/tmp): a private directory is advised, never a chmod of it.
+        mkdir(dir + "/shared-tmp", 0o777)
+        chmod(dir + "/shared-tmp", 0o1777)
+        #expect(throws: CredentialError.storeFailure("\(dir)/shared-tmp is a shared directory (writable by others); put the socket in a private one: --socket in $XDG_RUNTIME_DIR or in a 0700 directory of your own")) {
+            try BrokerListener.bind(path: dir + "/shared-tmp/b.sock")
+        }
         // A 0755 directory of the user is fine for an explicit socket.
         mkdir(dir + "/shared", 0o755)
         try BrokerListener.bind(path: dir + "/shared/b.sock").close()

@@ -413,6 +413,16 @@ import Glibc
         #expect(statuses == Array(repeating: 200, count: 8) + Array(repeating: 502, count: 24), "\(statuses)")
     }
 
+    /// A socket in a shared sticky directory such as /tmp: exit 5, advising a private directory,
+    /// never a chmod of the shared one.
+    @Test func aSocketInASharedStickyDirectoryAdvisesAPrivateOne() throws {
+        let w = try World()
+        let r = w.sandbox.run(["serve", "--socket", "/tmp/ccred-\(getpid()).sock", "--idle-exit", "1"])
+        #expect(r.status == 5, "\(r.stderr)")
+        #expect(!r.stderr.contains("chmod"), "\(r.stderr)")
+        #expect(r.stderr.contains("a 0700 directory of your own"), "\(r.stderr)")
+    }
+
     // MARK: systemd socket activation
 
     /// `systemd-socket-activate -l PATH chatgpt-credential ARGS` running, its stderr collected
