@@ -150,7 +150,8 @@ package final class BrokerServer: @unchecked Sendable {
     private var headsBegun: UInt64 = 0
 
     /// `audit` is called once per answered request (and refused connection, within the rate),
-    /// one call at a time; `notice` for the summary of refused connections not audited.
+    /// one call at a time; `notice` for each notice of an answer, right after its audit record,
+    /// and for the summary of refused connections not audited.
     package init(listenFD: Int32, settings: Settings, handler: @escaping Handler,
                  quick: QuickHandler? = nil,
                  audit: @escaping @Sendable (BrokerAuditRecord) -> Void,
@@ -729,7 +730,11 @@ package final class BrokerServer: @unchecked Sendable {
     private func record(_ peer: BrokerPeer, path: String?, _ answer: borrowing BrokerAnswer, time: Int64 = Clock.now()) {
         let r = BrokerAuditRecord(time: time, peer: peer, path: path, profile: answer.profile,
                                   status: answer.status, outcome: answer.outcome)
-        auditMutex.lock(); audit(r); auditMutex.unlock()
+        auditMutex.lock()
+        audit(r)
+        // Then the answer's notices, on their own lines (man page BROKER, "Audit").
+        for line in answer.notices { notice(line) }
+        auditMutex.unlock()
     }
 
     // MARK: writing

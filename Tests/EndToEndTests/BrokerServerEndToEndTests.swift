@@ -377,6 +377,20 @@ import Glibc
         #expect(try w.issuer.counter("refresh_requests") == 1)
     }
 
+    /// man page BROKER ("Audit"): an answer's notices follow its audit line.
+    @Test func anAnswersNoticesFollowItsAuditLine() throws {
+        let w = try World()
+        let broker = try w.serve()
+        // The issuer grants 3600 s: a token for min_ttl=5000 comes with get's notice.
+        let r = w.curl("/v1/token?min_ttl=5000")
+        #expect(r.status == 200, "\(r.body)")
+        #expect(w.stop() == 0)
+        let lines = broker.stderr.split(separator: "\n").map(String.init)
+        let audit = try #require(lines.firstIndex { $0.hasPrefix("chatgpt-credential: broker: 20") && $0.contains(" path=/v1/token ") })
+        let notice = try #require(lines.firstIndex { $0.contains("the issuer grants tokens valid for") }, "\(broker.stderr)")
+        #expect(notice == audit + 1, "\(broker.stderr)")
+    }
+
     /// man page BROKER ("No client holds up another"): 32 usage requests whose backend answers
     /// take 12 s hold at most 8 of the 16 workers, so a token request that needs a refresh is
     /// answered at once; those that waited 8 s for a worker are answered 502, retry.
