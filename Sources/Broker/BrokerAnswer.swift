@@ -19,6 +19,9 @@ package struct BrokerAnswer: ~Copyable {
     package var outcome: String
     /// The profile the answer is about (for the audit line), when the handler knows it.
     package var profile: String?
+    /// Lines the verb printed on stderr while making it: handed to `notice` after the answer's
+    /// audit line (man page BROKER, "Audit").
+    package var notices: [String] = []
 
     package init(status: Int, body: consuming SecretBytes, outcome: String, profile: String? = nil) {
         self.status = status

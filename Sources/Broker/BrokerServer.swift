@@ -31,11 +31,18 @@ package final class BrokerServer: @unchecked Sendable {
         /// and the broker has to write an answer.
         package var requestDeadline: Double = 5
         /// Open connections of one uid. A new one beyond it closes that uid's longest-idle
-        /// connection (one waiting for a request, not one being answered); when none is idle the
-        /// new one is answered 503 and closed.
+        /// connection (one waiting for a request, not one being answered), else the one that has
+        /// been sending an incomplete head the longest; when every one is being answered the new
+        /// one is answered 502 (temporary: retry) and closed.
         package var maxConnectionsPerUID = 256
         /// Worker threads answering requests at once (made as needed, kept for later requests).
         package var workers = 16
+        /// Of those, how many may be answering `/v1/usage` at once (each may wait on the backend
+        /// for long): the rest are kept for token requests, which go ahead of queued usage ones.
+        package var usageWorkers = 8
+        /// Seconds a complete request may wait for a worker; then the loop answers it 502 and
+        /// closes it (client mode gives up at 10 s).
+        package var queueDeadline: Double = 8
         /// Requests on one kept-alive connection before the broker closes it.
         package var maxRequestsPerConnection = 10_000
         /// Refused connections kept for a moment after their answer (to read and drop what the
@@ -71,6 +78,9 @@ package final class BrokerServer: @unchecked Sendable {
         var deadline: Int64 = 0
         /// When it was last accepted or answered, as a count of such events: who is longest idle.
         var idleSince: UInt64 = 0
+        /// When the incomplete head in `buffer` began, as a count (`headsBegun`, the loop's):
+        /// who has been dripping a head the longest.
+        var headSince: UInt64 = 0
         /// Given to a worker; not polled by the loop.
         var busy = false
         /// Counted in `perUID` (until its last answer is written or it is closed).
@@ -103,8 +113,13 @@ package final class BrokerServer: @unchecked Sendable {
     /// workers than cores the latter's spinning before it sleeps took ~9 % of the broker's CPU
     /// under 50 clients (bench/results.md, issue 31); the pthread mutex sleeps at once.
     private let auditMutex = ConditionLock()
-    /// Complete heads waiting for a worker (the loop appends, workers take).
-    private var jobs: [Connection] = []
+    /// A complete head (or an unfinished answer) waiting for a worker, until `deadline`
+    /// (monotonic ms; then the loop answers it 502).
+    struct Job { let c: Connection; let usage: Bool; let deadline: Int64 }
+    /// Complete heads waiting for a worker (the loop appends, workers take, the loop expires).
+    private var jobs: [Job] = []
+    /// Workers answering a `/v1/usage` request (at most `usageWorkers`).
+    private var usageBusy = 0
     /// Connections a worker has finished with (workers append, the loop takes).
     private var returned: [Connection] = []
     private var workerCount = 0
@@ -131,9 +146,12 @@ package final class BrokerServer: @unchecked Sendable {
     /// Connections answered on the loop whose buffer already holds the next head: taken up on
     /// the next turn, so one pipelining client cannot keep the loop to itself.
     private var pipelined: [Connection] = []
+    /// Heads begun, counted by the loop: the order of `Connection.headSince`.
+    private var headsBegun: UInt64 = 0
 
     /// `audit` is called once per answered request (and refused connection, within the rate),
-    /// one call at a time; `notice` for the summary of refused connections not audited.
+    /// one call at a time; `notice` for each notice of an answer, right after its audit record,
+    /// and for the summary of refused connections not audited.
     package init(listenFD: Int32, settings: Settings, handler: @escaping Handler,
                  quick: QuickHandler? = nil,
                  audit: @escaping @Sendable (BrokerAuditRecord) -> Void,
@@ -157,6 +175,24 @@ package final class BrokerServer: @unchecked Sendable {
 
     deinit {
         for fd in stopPipe + wakePipe where fd >= 0 { close(fd) }
+    }
+
+    /// Complete requests waiting for a worker (tests wait on it).
+    package var queuedRequests: Int { lock(); defer { unlock() }; return jobs.count }
+
+    /// (Under `mutex`.) The job a free worker takes next: the first that is not a usage request
+    /// (token requests go ahead of queued usage ones), else the first usage request while fewer
+    /// than `usageWorkers` are being answered (man page BROKER).
+    private func nextJob() -> Int? {
+        if let i = jobs.firstIndex(where: { !$0.usage }) { return i }
+        guard usageBusy < settings.usageWorkers else { return nil }
+        return jobs.firstIndex(where: { $0.usage })
+    }
+
+    /// (Under `mutex`.) How many queued jobs free workers could take now.
+    private var runnable: Int {
+        let usage = jobs.count { $0.usage }
+        return jobs.count - usage + min(usage, max(0, settings.usageWorkers - usageBusy))
     }
 
     /// Makes `run` return (tests; a signal handler may write to the pipe too).
@@ -201,6 +237,7 @@ package final class BrokerServer: @unchecked Sendable {
             pipelined = []
             for c in next where connections[c.fd] === c && !c.busy { dispatchIfComplete(c) }
             let now = Clock.monotonicMillis()
+            let nextExpiry = expireQueued(now: now)
             if settings.idleExit > 0, connections.isEmpty,
                now - lastActivity >= Int64(settings.idleExit * 1000) {
                 finish()
@@ -218,6 +255,8 @@ package final class BrokerServer: @unchecked Sendable {
             if acceptPausedUntil > now { timeout = min(timeout, acceptPausedUntil - now) }
             if unlogged > 0 { timeout = min(timeout, 1000) }
             if !pipelined.isEmpty { timeout = 0 }
+            // Every wait for a worker has a deadline: the loop wakes for the earliest.
+            if nextExpiry != .max { timeout = min(timeout, nextExpiry - now) }
             for c in connections.values where !c.busy {
                 fds.append(pollfd(fd: c.fd, events: Int16(c.waitingToWrite ? POLLOUT : POLLIN), revents: 0))
                 timeout = min(timeout, c.deadline - now)
@@ -289,13 +328,16 @@ package final class BrokerServer: @unchecked Sendable {
         let open = perUID[cred.uid, default: 0]
         unlock()
         if open >= settings.maxConnectionsPerUID {
-            // At the cap: the uid's longest-idle connection makes room; none idle, 503.
-            let victim = connections.values.filter { $0.peer.uid == cred.uid && !$0.busy && $0.buffer.isEmpty }
-                .min { $0.idleSince < $1.idleSince }
+            // At the cap: the uid's longest-idle connection makes room, else the one dripping an
+            // incomplete head the longest (a slow client cannot lock its user out); when every
+            // one is being answered, 502: retry (man page BROKER).
+            let mine = connections.values.filter { $0.peer.uid == cred.uid && !$0.busy }
+            let victim = mine.filter { $0.buffer.isEmpty }.min { $0.idleSince < $1.idleSince }
+                ?? mine.filter { !$0.waitingToWrite && HTTPHead.end($0.buffer) == nil }.min { $0.headSince < $1.headSince }
             if let victim {
                 drop(victim)
             } else {
-                let answer = BrokerAnswer.failure(status: 503, message: "uid \(cred.uid) has \(settings.maxConnectionsPerUID) connections open, all busy")
+                let answer = BrokerAnswer.failure(status: 502, message: "uid \(cred.uid) has \(settings.maxConnectionsPerUID) connections open, all being answered; retry")
                 _ = send(fd, answer, keepAlive: false, deadline: 0)
                 record(peer, path: nil, answer)
                 release(fd)
@@ -320,6 +362,7 @@ package final class BrokerServer: @unchecked Sendable {
         let n = want > 0 ? recv(c.fd, &chunk, want, 0) : 0
         if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
         if n <= 0 { drop(c); return }
+        if c.buffer.isEmpty { c.headSince = beginHead() }
         c.buffer += chunk[0..<n]
         dispatchIfComplete(c)
     }
@@ -355,6 +398,7 @@ package final class BrokerServer: @unchecked Sendable {
               let answer = quick(request, c.peer) else { return false }
         c.buffer.removeFirst(end)
         c.served += 1
+        if !c.buffer.isEmpty { c.headSince = beginHead() }
         guard deliver(answer, to: request, on: c, deadline: 0) else { queue(c); return true }
         guard c.after == .keep else { drop(c); return true }
         let now = Clock.monotonicMillis()
@@ -388,16 +432,22 @@ package final class BrokerServer: @unchecked Sendable {
     /// Gives `c` (a complete head, or an unfinished answer) to a worker.
     private func queue(_ c: Connection) {
         c.busy = true
+        var usage = false
+        if c.unfinished == nil, let end = HTTPHead.end(c.buffer),
+           case .success(let request) = BrokerRequest.parse(c.buffer[0..<end]), case .usage = request.call {
+            usage = true
+        }
+        let job = Job(c: c, usage: usage, deadline: Clock.monotonicMillis() + Int64(settings.queueDeadline * 1000))
         lock()
-        jobs.append(c)
-        let spawnOne = idleWorkers < jobs.count && workerCount < settings.workers
+        jobs.append(job)
+        let spawnOne = idleWorkers < runnable && workerCount < settings.workers
         if spawnOne { workerCount += 1 } else { mutex.signal() }
         unlock()
         if spawnOne && !spawn({ [self] in worker() }) {
             lock()
             workerCount -= 1
             // No thread to be had and none running: answer it here rather than drop it.
-            let inline = workerCount == 0 ? jobs.firstIndex(where: { $0 === c }).map { jobs.remove(at: $0) } : nil
+            let inline = workerCount == 0 ? jobs.firstIndex(where: { $0.c === c }).map { jobs.remove(at: $0).c } : nil
             unlock()
             if let inline {
                 answer(inline)
@@ -407,6 +457,47 @@ package final class BrokerServer: @unchecked Sendable {
                 _ = write(wakePipe[1], &b, 1)
             }
         }
+    }
+
+    /// Answers 502 every queued request that has waited for a worker past its deadline (man page
+    /// BROKER); the earliest deadline of those left (`.max`: none).
+    private func expireQueued(now: Int64) -> Int64 {
+        var expired: [Connection] = []
+        lock()
+        if jobs.contains(where: { $0.deadline <= now }) {
+            jobs.removeAll { job in
+                guard job.deadline <= now else { return false }
+                expired.append(job.c)
+                return true
+            }
+        }
+        let next = jobs.lazy.map(\.deadline).min() ?? .max
+        unlock()
+        for c in expired { answerBusy(c) }
+        return next
+    }
+
+    /// A request no worker took in time: 502 `temporary` from the loop, audited, closed. An
+    /// answer the loop began cannot be finished: the connection is closed.
+    private func answerBusy(_ c: Connection) {
+        c.busy = false
+        if let rest = c.unfinished.take() {
+            record(c.peer, path: rest.path, rest.answer)
+            drop(c)
+            return
+        }
+        var path: String?, profile: String?
+        if let end = HTTPHead.end(c.buffer) {
+            switch BrokerRequest.parse(c.buffer[0..<end]) {
+            case .success(let request): path = request.path; profile = request.profile?.name
+            case .failure(let e): path = e.path
+            }
+        }
+        let answer = BrokerAnswer.failure(status: 502, message: "the broker is busy: no worker was free within \(Int(settings.queueDeadline)) s; retry", profile: profile)
+        _ = send(c.fd, answer, keepAlive: false, deadline: 0)
+        record(c.peer, path: path, answer)
+        forget(c)
+        release(c.fd)
     }
 
     /// The head did not arrive in time: an idle kept-alive connection just closes.
@@ -473,6 +564,8 @@ package final class BrokerServer: @unchecked Sendable {
             case .close: drop(c)
             case .drain: forget(c); release(c.fd)
             case .keep:
+                // What is left in the buffer is the start of the next head.
+                if !c.buffer.isEmpty { c.headSince = beginHead() }
                 let now = Clock.monotonicMillis()
                 c.deadline = now + Int64(settings.requestDeadline * 1000)
                 lastActivity = now
@@ -489,6 +582,7 @@ package final class BrokerServer: @unchecked Sendable {
         lock()
         while connections.values.contains(where: { $0.busy }) {
             unlock()
+            _ = expireQueued(now: Clock.monotonicMillis())
             var p = pollfd(fd: wakePipe[0], events: Int16(POLLIN), revents: 0)
             _ = poll(&p, 1, 1000)
             drainPipe(wakePipe[0])
@@ -559,16 +653,21 @@ package final class BrokerServer: @unchecked Sendable {
     private func worker() {
         lock()
         while true {
-            while jobs.isEmpty && !stopping {
+            var next = nextJob()
+            while next == nil && !stopping {
                 idleWorkers += 1
                 mutex.wait()
                 idleWorkers -= 1
+                next = nextJob()
             }
-            if jobs.isEmpty { workerCount -= 1; unlock(); return } // stopping
-            let c = jobs.removeFirst()
+            guard let i = next else { workerCount -= 1; unlock(); return } // stopping
+            let job = jobs.remove(at: i)
+            let c = job.c
+            if job.usage { usageBusy += 1 }
             unlock()
             answer(c)
             lock()
+            if job.usage { usageBusy -= 1 }
             events += 1
             c.idleSince = events
             returned.append(c)
@@ -613,6 +712,12 @@ package final class BrokerServer: @unchecked Sendable {
         if perUID[c.peer.uid] == 0 { perUID[c.peer.uid] = nil }
     }
 
+    /// (The loop's.) The next `headSince`.
+    private func beginHead() -> UInt64 {
+        headsBegun += 1
+        return headsBegun
+    }
+
     private func nextEvent() -> UInt64 {
         lock(); defer { unlock() }
         events += 1
@@ -625,7 +730,11 @@ package final class BrokerServer: @unchecked Sendable {
     private func record(_ peer: BrokerPeer, path: String?, _ answer: borrowing BrokerAnswer, time: Int64 = Clock.now()) {
         let r = BrokerAuditRecord(time: time, peer: peer, path: path, profile: answer.profile,
                                   status: answer.status, outcome: answer.outcome)
-        auditMutex.lock(); audit(r); auditMutex.unlock()
+        auditMutex.lock()
+        audit(r)
+        // Then the answer's notices, on their own lines (man page BROKER, "Audit").
+        for line in answer.notices { notice(line) }
+        auditMutex.unlock()
     }
 
     // MARK: writing

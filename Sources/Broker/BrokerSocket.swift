@@ -69,12 +69,18 @@ package struct BrokerListener: Sendable {
         guard lstat(dir, &st) == 0 else {
             throw CredentialError.usage("cannot use the socket directory \(Sanitize.line(dir)): \(String(cString: strerror(errno)))")
         }
+        // A shared directory (not the user's, or sticky as /tmp is) is never to be chmod-ed:
+        // the advice is a private one (man page BROKER).
+        let privateOne = "--socket in $XDG_RUNTIME_DIR or in a 0700 directory of your own"
         guard st.st_mode & S_IFMT == S_IFDIR, st.st_uid == uid else {
-            throw CredentialError.storeFailure("\(Sanitize.line(dir)) is not a directory of this user; choose another place with --socket")
+            throw CredentialError.storeFailure("\(Sanitize.line(dir)) is not a directory of this user; put the socket in a private one: \(privateOne)")
         }
         // The default directory is private; an explicit one only needs to be safe from being
         // replaced under us (the peer check keeps other users out).
         if explicit == nil, st.st_mode & 0o077 != 0 { throw CredentialError.permissionsTooOpen(path: dir + "/") }
+        if st.st_mode & 0o022 != 0, st.st_mode & 0o1000 != 0 { // S_ISVTX
+            throw CredentialError.storeFailure("\(Sanitize.line(dir)) is a shared directory (writable by others); put the socket in a private one: \(privateOne)")
+        }
         if st.st_mode & 0o022 != 0 {
             throw CredentialError.storeFailure("\(Sanitize.line(dir)) is writable by group or others; run: chmod go-w \(Sanitize.line(dir))")
         }

@@ -184,12 +184,14 @@ extension Runner {
                 body = capture.takeAnswer()
             }
             // Notices (a token shorter-lived than min_ttl, diagnostics with --verbose) go to the
-            // server's stderr, beside the audit line.
-            for line in capture.lines { console.err(line) }
-            return BrokerAnswer(status: 200, body: body, outcome: "ok", profile: g.profile.name)
+            // server's stderr after the answer's audit line (man page BROKER, "Audit").
+            var answer = BrokerAnswer(status: 200, body: body, outcome: "ok", profile: g.profile.name)
+            answer.notices = capture.lines
+            return answer
         } catch let e as CredentialError {
-            for line in capture.lines { console.err(line) }
-            return .failure(status: BrokerProtocol.status(for: e), message: e.message, profile: g.profile.name)
+            var answer = BrokerAnswer.failure(status: BrokerProtocol.status(for: e), message: e.message, profile: g.profile.name)
+            answer.notices = capture.lines
+            return answer
         } catch {
             return .failure(status: 500, message: "\(error)", profile: g.profile.name)
         }

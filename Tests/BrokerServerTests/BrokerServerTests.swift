@@ -37,6 +37,8 @@ import Glibc
         var ending: BrokerServer.Ending?
         /// A token request for the profile `slow` waits on this before it is answered.
         let gate = DispatchSemaphore(value: 0)
+        /// A usage request for the profile `slow` waits on this before it is answered.
+        let usageGate = DispatchSemaphore(value: 0)
         /// The body of the profile `big`'s token: more than a socket's buffer takes at once.
         static let bigBody = "{\"access_token\":\"" + String(repeating: "b", count: 4 << 20) + "\"}"
 
@@ -49,6 +51,7 @@ import Glibc
             listener = try BrokerListener.bind(path: path)
             let recorder = self.recorder
             let gate = self.gate
+            let usageGate = self.usageGate
             let quickHandler: BrokerServer.QuickHandler = { request, peer in
                 switch request.call {
                 case .health:
@@ -77,7 +80,9 @@ import Glibc
                     if p?.name == "missing" { return .failure(status: 401, message: "profile 'missing' is not signed in") }
                     if p?.name == "slow" { gate.wait() }
                     return BrokerAnswer(status: 200, body: SecretBytes(copying: #"{"access_token":"tok-\#(peer.pid)"}"#.utf8), outcome: "ok")
-                case .usage: return .ok(#"{"plan":"plus"}"#)
+                case .usage(let p):
+                    if p?.name == "slow" { usageGate.wait() }
+                    return .ok(#"{"plan":"plus"}"#)
                 }
             }, quick: quick ? quickHandler : nil, audit: { recorder.add($0) })
             let server = self.server
@@ -461,23 +466,24 @@ import Glibc
         s.stop()
     }
 
-    @Test func aUIDAtItsCapWithNoIdleConnectionGets503() throws {
+    @Test func aUIDAtItsCapWithEveryConnectionBeingAnsweredGets502() throws {
         var settings = BrokerServer.Settings()
         settings.maxConnectionsPerUID = 1
         let s = try Running(settings)
         // The one connection allowed is being answered.
         let a = try s.heldSlowRequest()
-        // None idle to close: the new one is answered 503 and closed.
+        // None idle or dripping to close: the new one is answered 502 (retry) and closed.
         let b = try Client(s.path)
         let r = b.response()
-        #expect(r?.status == 503)
-        #expect(r?.body.contains("has 1 connections open, all busy") == true)
+        #expect(r?.status == 502)
+        #expect(r?.body.contains(#""error":"temporary""#) == true, "\(r?.body ?? "")")
+        #expect(r?.body.contains("has 1 connections open, all being answered") == true, "\(r?.body ?? "")")
         #expect(b.closedByServer())
         s.gate.signal()
         #expect(a.response()?.status == 200)
         a.close(); b.close()
         s.stop()
-        #expect(s.recorder.all.map(\.status).sorted() == [200, 503])
+        #expect(s.recorder.all.map(\.status).sorted() == [200, 502])
     }
 
     // MARK: binding
@@ -549,6 +555,12 @@ import Glibc
         chmod(dir + "/loose", 0o777)
         #expect(throws: CredentialError.storeFailure("\(dir)/loose is writable by group or others; run: chmod go-w \(dir)/loose")) {
             try BrokerListener.bind(path: dir + "/loose/b.sock")
+        }
+        // A shared sticky directory (/tmp): a private directory is advised, never a chmod of it.
+        mkdir(dir + "/shared-tmp", 0o777)
+        chmod(dir + "/shared-tmp", 0o1777)
+        #expect(throws: CredentialError.storeFailure("\(dir)/shared-tmp is a shared directory (writable by others); put the socket in a private one: --socket in $XDG_RUNTIME_DIR or in a 0700 directory of your own")) {
+            try BrokerListener.bind(path: dir + "/shared-tmp/b.sock")
         }
         // A 0755 directory of the user is fine for an explicit socket.
         mkdir(dir + "/shared", 0o755)

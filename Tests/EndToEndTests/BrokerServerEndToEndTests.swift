@@ -346,7 +346,9 @@ import Glibc
         let document = #"{"access_token":"\#(other.accessToken)","refresh_token":"\#(other.refreshToken)","id_token":"\#(other.idToken)","account_id":"\#(other.accountId)"}"#
         #expect(w.sandbox.runHelper(["--profile", "cached", "store"], stdin: Array(document.utf8)).status == 0)
         #expect(w.sandbox.run(["--profile", "cached", "get"]).stdout == other.accessToken + "\n") // the entry is filled
-        try w.issuer.configure(["refresh_delay": 8])
+        // 6 s: the 4 requests queued behind the 16 workers get one within the broker's 8 s queue
+        // deadline (man page BROKER), rather than its 502.
+        try w.issuer.configure(["refresh_delay": 6])
         let broker = try w.serve()
         final class Answered: @unchecked Sendable { let lock = NSLock(); var statuses: [Int] = [] }
         let answered = Answered()
@@ -375,6 +377,66 @@ import Glibc
         #expect(group.wait(timeout: .now() + 40) == .success)
         #expect(answered.statuses == Array(repeating: 200, count: 20))
         #expect(try w.issuer.counter("refresh_requests") == 1)
+    }
+
+    /// man page BROKER ("Audit"): an answer's notices follow its audit line.
+    @Test func anAnswersNoticesFollowItsAuditLine() throws {
+        let w = try World()
+        let broker = try w.serve()
+        // The issuer grants 3600 s: a token for min_ttl=5000 comes with get's notice.
+        let r = w.curl("/v1/token?min_ttl=5000")
+        #expect(r.status == 200, "\(r.body)")
+        #expect(w.stop() == 0)
+        let lines = broker.stderr.split(separator: "\n").map(String.init)
+        let audit = try #require(lines.firstIndex { $0.hasPrefix("chatgpt-credential: broker: 20") && $0.contains(" path=/v1/token ") })
+        let notice = try #require(lines.firstIndex { $0.contains("the issuer grants tokens valid for") }, "\(broker.stderr)")
+        #expect(notice == audit + 1, "\(broker.stderr)")
+    }
+
+    /// man page BROKER ("No client holds up another"): 32 usage requests whose backend answers
+    /// take 12 s hold at most 8 of the 16 workers, so a token request that needs a refresh is
+    /// answered at once; those that waited 8 s for a worker are answered 502, retry.
+    @Test func slowUsageRequestsDoNotStarveATokenRequest() throws {
+        let w = try World(["expires_in": 2000]) // min_ttl=3000 refreshes: a worker's job
+        try w.serve()
+        try w.issuer.configure(["usage_fault_always": ["delay": 12]])
+        final class Answered: @unchecked Sendable { let lock = NSLock(); var statuses: [Int] = [] }
+        let answered = Answered()
+        let group = DispatchGroup()
+        for _ in 0..<32 {
+            group.enter()
+            Thread { [socket = w.socket] in
+                let status = Self.rawGet(socket, "/v1/usage", timeout: 30)
+                answered.lock.lock(); answered.statuses.append(status); answered.lock.unlock()
+                group.leave()
+            }.start()
+        }
+        // The fact waited for: 8 usage requests have reached the backend.
+        let deadline = Date().addingTimeInterval(10)
+        while ((try? w.issuer.counter("usage_requests")) ?? 0) < 8 && Date() < deadline { usleep(10_000) }
+        #expect(try w.issuer.counter("usage_requests") >= 8)
+        let start = Date()
+        let get = w.sandbox.run(["--broker", "unix:" + w.socket, "get", "--min-ttl", "3000"], timeout: 30)
+        let elapsed = Date().timeIntervalSince(start)
+        #expect(get.status == 0, "exit \(get.status): \(get.stderr)")
+        #expect(elapsed < 5, "\(elapsed) s")
+        #expect(try w.issuer.counter("refresh_requests") == 1)
+        // Only 8 were given to workers (the backend client may ask again after its own timeout).
+        let usageAsked = try w.issuer.counter("usage_requests")
+        #expect(usageAsked == 8, "\(usageAsked)")
+        #expect(group.wait(timeout: .now() + 40) == .success)
+        answered.lock.lock(); let statuses = answered.statuses.sorted(); answered.lock.unlock()
+        #expect(statuses == Array(repeating: 200, count: 8) + Array(repeating: 502, count: 24), "\(statuses)")
+    }
+
+    /// A socket in a shared sticky directory such as /tmp: exit 5, advising a private directory,
+    /// never a chmod of the shared one.
+    @Test func aSocketInASharedStickyDirectoryAdvisesAPrivateOne() throws {
+        let w = try World()
+        let r = w.sandbox.run(["serve", "--socket", "/tmp/ccred-\(getpid()).sock", "--idle-exit", "1"])
+        #expect(r.status == 5, "\(r.stderr)")
+        #expect(!r.stderr.contains("chmod"), "\(r.stderr)")
+        #expect(r.stderr.contains("a 0700 directory of your own"), "\(r.stderr)")
     }
 
     // MARK: systemd socket activation
