@@ -72,6 +72,25 @@ import Glibc
         deinit { stop() }
     }
 
+    /// The statuses of requests made on threads of their own (`ask`).
+    final class Answered: @unchecked Sendable { let lock = NSLock(); var statuses: [Int] = [] }
+
+    /// `count` requests for `path` at once, each on a thread of its own and a new connection;
+    /// the group is left as each is answered.
+    static func ask(_ count: Int, _ path: String, socket: String) -> (Answered, DispatchGroup) {
+        let answered = Answered()
+        let group = DispatchGroup()
+        for _ in 0..<count {
+            group.enter()
+            Thread {
+                let status = Self.rawGet(socket, path, timeout: 30)
+                answered.lock.lock(); answered.statuses.append(status); answered.lock.unlock()
+                group.leave()
+            }.start()
+        }
+        return (answered, group)
+    }
+
     static func json(_ text: String) -> [String: Any]? {
         try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
     }
@@ -350,17 +369,7 @@ import Glibc
         // deadline (man page BROKER), rather than its 502.
         try w.issuer.configure(["refresh_delay": 6])
         let broker = try w.serve()
-        final class Answered: @unchecked Sendable { let lock = NSLock(); var statuses: [Int] = [] }
-        let answered = Answered()
-        let group = DispatchGroup()
-        for _ in 0..<20 {
-            group.enter()
-            Thread { [socket = w.socket] in
-                let status = Self.rawGet(socket, "/v1/token", timeout: 30)
-                answered.lock.lock(); answered.statuses.append(status); answered.lock.unlock()
-                group.leave()
-            }.start()
-        }
+        let (answered, group) = Self.ask(20, "/v1/token", socket: w.socket)
         // The fact waited for: the loop and 16 workers, each worker holding one of them.
         let task = "/proc/\(broker.process.processIdentifier)/task"
         let threads = { (try? FileManager.default.contentsOfDirectory(atPath: task).count) ?? 0 }
@@ -400,17 +409,7 @@ import Glibc
         let w = try World(["expires_in": 2000]) // min_ttl=3000 refreshes: a worker's job
         try w.serve()
         try w.issuer.configure(["usage_fault_always": ["delay": 12]])
-        final class Answered: @unchecked Sendable { let lock = NSLock(); var statuses: [Int] = [] }
-        let answered = Answered()
-        let group = DispatchGroup()
-        for _ in 0..<32 {
-            group.enter()
-            Thread { [socket = w.socket] in
-                let status = Self.rawGet(socket, "/v1/usage", timeout: 30)
-                answered.lock.lock(); answered.statuses.append(status); answered.lock.unlock()
-                group.leave()
-            }.start()
-        }
+        let (answered, group) = Self.ask(32, "/v1/usage", socket: w.socket)
         // The fact waited for: 8 usage requests have reached the backend.
         let deadline = Date().addingTimeInterval(10)
         while ((try? w.issuer.counter("usage_requests")) ?? 0) < 8 && Date() < deadline { usleep(10_000) }
