@@ -116,10 +116,10 @@ public struct Settings {
         }
         if let p = value("CHATGPT_CREDENTIAL_PROFILE") {
             // Named for the variable: the person did not type the value on this command line.
-            guard Profile.isValid(p) else {
-                throw CredentialError.usage("invalid value '\(Sanitize.line(p, limit: 80))' for CHATGPT_CREDENTIAL_PROFILE: use 1-64 of A-Z a-z 0-9 . _ -, starting with a letter or digit")
+            guard let named = try? Profile(p) else {
+                throw CredentialError.usage("invalid value '\(Sanitize.line(p, limit: 80))' for CHATGPT_CREDENTIAL_PROFILE: \(Profile.nameRule)")
             }
-            profile = try Profile(p)
+            profile = named
         }
         if let s = value("CHATGPT_CREDENTIAL_STORE") { store = try ArgumentParser.storeChoice(s, from: "CHATGPT_CREDENTIAL_STORE") }
         nonInteractive = truthy("CHATGPT_CREDENTIAL_NONINTERACTIVE")

@@ -18,7 +18,8 @@ struct SinkCommand: Verb {
         with the profile's stored credential: every refresh, by any process, rewrites it
         before the lock is released. list (the default) shows each sink, of every profile
         unless one is named, and its state (fresh, due, changed by another program, error);
-        remove PATH stops keeping it and removes the file; run refreshes before a sink's token would go stale and sleeps until then.
+        remove PATH stops keeping it and removes the file; run refreshes before a sink's
+        token would go stale and sleeps until then.
         A file this tool did not write is never replaced (exit 2), except with
         --take-over for a file holding a sign-in, which is imported first.
         """,
@@ -77,10 +78,10 @@ struct SinkCommand: Verb {
             guard format != nil else { throw CredentialError.usage("sink add needs --format codex|chatmock|token|env|json") }
             if path == nil, let operand { path = operand } else if operand != nil { throw CredentialError.usage("sink add takes its file as --path PATH") }
             // Only a file in the format's own shape can hold a sign-in to take over.
-            if takeOver, ![.codex, .chatmock].contains(format!) {
+            if takeOver, !format!.isAuthJSON {
                 throw CredentialError.usage("--take-over is for --format codex or chatmock (a file in their shape holding a sign-in); a \(format!.rawValue) sink never replaces a file it did not write")
             }
-            if path == nil, ![.codex, .chatmock].contains(format!) {
+            if path == nil, !format!.isAuthJSON {
                 throw CredentialError.usage("sink add --format \(format!.rawValue) needs --path PATH")
             }
         case .list:

@@ -8,9 +8,12 @@ public struct Profile: Equatable, Hashable, Sendable, CustomStringConvertible {
     public let name: String
     public static let `default` = Profile(unchecked: "default")
 
+    /// What a valid name is, in words (for messages).
+    public static let nameRule = "use 1-64 of A-Z a-z 0-9 . _ -, starting with a letter or digit"
+
     public init(_ name: String) throws {
         guard Profile.isValid(name) else {
-            throw CredentialError.usage("invalid profile name '\(Sanitize.line(name, limit: 80))': use 1-64 of A-Z a-z 0-9 . _ -, starting with a letter or digit")
+            throw CredentialError.usage("invalid profile name '\(Sanitize.line(name, limit: 80))': \(Profile.nameRule)")
         }
         self.name = name
     }
