@@ -37,6 +37,7 @@ extension Services {
             lockTimeout: settings.lockTimeout ?? 60)
         services.lookupForeignSecret = { attributes in try stores.lookupForeignSecret(attributes: attributes) }
         services.fileStoreKey = { profiles in stores.fileStoreKey(profiles: profiles) }
+        services.fileStoreVersion = { profile in stores.fileStoreVersionPassingReadChecks(profile) }
         let fileIdentities = RememberedFileIdentities()
         services.makeCache = { g in
             // The kernel keeps a user keyring per user namespace: an entry made in another one

@@ -29,6 +29,9 @@ public struct Services {
     /// What opens the encrypted files of these profiles (`doctor`). Default: the key file when
     /// it exists (unit tests).
     package var fileStoreKey: ([Profile]) -> LiveStores.FileStoreKey
+    /// The version (`dev:ino:size:mtime`) of the profile's encrypted file when a read's checks
+    /// would pass it; nil for none or a refusal. Default: nil (unit tests).
+    package var fileStoreVersion: (Profile) -> [UInt8]?
 
     public init(settings: Settings = Settings(), paths: Paths, now: @escaping () -> Int64 = Clock.now,
                 makeSelector: @escaping (GlobalOptions) -> StoreSelector,
@@ -37,6 +40,7 @@ public struct Services {
                 lockTimeout: Double = 60) {
         self.makeCache = { _ in nil }
         self.lookupForeignSecret = { _ in nil }
+        self.fileStoreVersion = { _ in nil }
         self.fileStoreKey = { _ in
             guard let key = paths.identityFile, access(key, F_OK) == 0 else { return .none }
             return .identity(key)

@@ -273,18 +273,18 @@ extension Runner {
         // when it is due again. Each minute every profile is looked at, so a sink or a profile
         // added meanwhile is seen within a minute; one whose file has not changed and is not due
         // is not read again (a passphrase-protected file costs a scrypt to read).
-        var known: [String: (version: String, wake: Int64)] = [:]
+        var known: [String: (version: [UInt8], wake: Int64)] = [:]
         while true {
             let now = services.now()
             for profile in sinkProfiles(g) {
-                let version = encryptedFileVersion(profile)
+                let version = services.fileStoreVersion(profile)
                 if let version, let k = known[profile.name], k.version == version, k.wake > now {
                     continue
                 }
                 var one = g
                 one.profile = profile
                 let next = keepSinksFresh(one, said)
-                if let after = encryptedFileVersion(profile) {
+                if let after = services.fileStoreVersion(profile) {
                     known[profile.name] = (after, next ?? now + SinkSchedule.longestSleep)
                 } else {
                     known[profile.name] = nil
@@ -294,14 +294,6 @@ extension Runner {
             }
             WallClock.sleep(until: max(now, services.now()) + SinkSchedule.minimumSleep)
         }
-    }
-
-    /// The profile's encrypted file as `dev:ino:size:mtime` (lstat), or nil when it has none.
-    private func encryptedFileVersion(_ profile: Profile) -> String? {
-        guard let path = services.paths.encryptedFile(for: profile) else { return nil }
-        var st = stat()
-        guard lstat(path, &st) == 0 else { return nil }
-        return "\(st.st_dev):\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
     }
 
     /// The profiles found in either store (the one asked for first).
