@@ -78,16 +78,10 @@ public enum StoreIdentity: Sendable, Equatable {
     /// key order, `%2f` for `/`, or a symlinked socket directory give the same identity. Nil when
     /// the address cannot be parsed (no transport, a key without `=`, a bad escape).
     public static func normalisedBusAddress(_ address: String) -> String? {
+        guard let parsed = parsedBusAddress(address) else { return nil }
         var entries: [String] = []
-        for entry in address.split(separator: ";", omittingEmptySubsequences: true) {
-            guard let colon = entry.firstIndex(of: ":"), colon != entry.startIndex else { return nil }
-            let transport = String(entry[..<colon])
-            var keys: [String: String] = [:]
-            for pair in entry[entry.index(after: colon)...].split(separator: ",", omittingEmptySubsequences: true) {
-                guard let eq = pair.firstIndex(of: "="), eq != pair.startIndex,
-                      let value = unescapedAddressValue(pair[pair.index(after: eq)...]) else { return nil }
-                keys[String(pair[..<eq])] = value
-            }
+        for (transport, parsedKeys) in parsed {
+            var keys = parsedKeys
             let kept: [String]
             switch transport {
             case "unix":
@@ -106,11 +100,35 @@ public enum StoreIdentity: Sendable, Equatable {
             }
             entries.append(transport + ":" + kept.map { $0 + "=" + escapedAddressValue(keys[$0]!) }.joined(separator: ","))
         }
-        return entries.isEmpty ? nil : entries.joined(separator: ";")
+        return entries.joined(separator: ";")
+    }
+
+    /// The socket path of each entry of a D-Bus address (nil for an entry that names none: an
+    /// abstract socket, tcp), as given; nil when the address cannot be parsed.
+    public static func socketPaths(ofBusAddress address: String) -> [String?]? {
+        parsedBusAddress(address)?.map { $0.transport == "unix" ? $0.keys["path"] : nil }
+    }
+
+    /// A D-Bus address's `;`-separated entries, each its transport and its keys with values
+    /// unescaped; nil when it cannot be parsed (no entry, no transport, a key without `=`, a bad
+    /// escape).
+    static func parsedBusAddress(_ address: String) -> [(transport: String, keys: [String: String])]? {
+        var entries: [(transport: String, keys: [String: String])] = []
+        for entry in address.split(separator: ";", omittingEmptySubsequences: true) {
+            guard let colon = entry.firstIndex(of: ":"), colon != entry.startIndex else { return nil }
+            var keys: [String: String] = [:]
+            for pair in entry[entry.index(after: colon)...].split(separator: ",", omittingEmptySubsequences: true) {
+                guard let eq = pair.firstIndex(of: "="), eq != pair.startIndex,
+                      let value = unescapedAddressValue(pair[pair.index(after: eq)...]) else { return nil }
+                keys[String(pair[..<eq])] = value
+            }
+            entries.append((String(entry[..<colon]), keys))
+        }
+        return entries.isEmpty ? nil : entries
     }
 
     /// The inverse of `escapedAddressValue`: `%XX` becomes the byte; nil for a bad escape.
-    public static func unescapedAddressValue(_ value: Substring) -> String? {
+    static func unescapedAddressValue(_ value: Substring) -> String? {
         var out: [UInt8] = []
         var bytes = Array(value.utf8)[...]
         while let b = bytes.popFirst() {

@@ -60,11 +60,10 @@ struct DoctorChecks {
     /// or one whose every entry is a socket path where nothing listens (connect(2), which does
     /// not wait for a UNIX socket). Other transports (abstract sockets, tcp) are not probed.
     static func whyNoBusListens(_ address: String) -> String? {
-        guard let normal = StoreIdentity.normalisedBusAddress(address) else { return "it is not a D-Bus address" }
+        guard let paths = StoreIdentity.socketPaths(ofBusAddress: address) else { return "it is not a D-Bus address" }
         var reasons: [String] = []
-        for entry in normal.split(separator: ";") {
-            guard entry.hasPrefix("unix:path="), let path = StoreIdentity.unescapedAddressValue(entry.dropFirst("unix:path=".count)),
-                  !BrokerListener.isLive(path) else { return nil }
+        for path in paths {
+            guard let path, !BrokerListener.isLive(path) else { return nil }
             reasons.append(Self.look(path) == nil ? "\(path) does not exist" : "nothing listens on \(path)")
         }
         return reasons.joined(separator: "; ")
