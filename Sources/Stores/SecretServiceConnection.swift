@@ -66,12 +66,12 @@ final class SecretServiceConnection: Sendable {
     /// queued behind that call on the profile's lock, one after another — then gets the same
     /// "did not answer" at once instead of a deadline more each (man page STORES): a hung daemon
     /// answers a crowd in one deadline, not one each. Work begun after it asks the service again.
-    func ranOutOfTime(_ address: String, since begun: Int64, now: Int64, within: Int64) -> Bool {
+    func wentSilent(_ address: String, after begun: Int64, now: Int64, within: Int64) -> Bool {
         kept.withLock { $0.silentAddress == address && $0.silentAt >= begun && now < $0.silentAt + within }
     }
 
     /// A call to `address` ran out of its deadline at `moment`.
-    func ranOutOfTime(_ address: String, at moment: Int64) {
+    func recordSilence(_ address: String, at moment: Int64) {
         kept.withLock { kept in
             kept.silentAddress = address
             kept.silentAt = moment

@@ -45,7 +45,7 @@ public final class SecretServiceStore: CredentialStore {
 
     /// When the work this store is made for began (monotonic ms): a call to the service that
     /// ran out of time after it, less than a deadline ago, answers this store's calls at once
-    /// (`SecretServiceConnection.silentUntil`).
+    /// (`SecretServiceConnection.wentSilent`).
     let begun: Int64
 
     /// `timeout`: `CHATGPT_CREDENTIAL_DBUS_TIMEOUT` when set, else (nil)
@@ -317,7 +317,7 @@ public final class SecretServiceStore: CredentialStore {
         try Self.loadLibsecret()
         let seconds = timeout
         let connection = SecretServiceConnection.shared
-        if connection.ranOutOfTime(found.address, since: begun, now: Clock.monotonicMillis(), within: Int64(seconds * 1000)) {
+        if connection.wentSilent(found.address, after: begun, now: Clock.monotonicMillis(), within: Int64(seconds * 1000)) {
             throw Self.timeoutError(seconds)
         }
         let cancellable = ccred_g_cancellable_new()!
@@ -359,8 +359,9 @@ public final class SecretServiceStore: CredentialStore {
         switch consume outcome {
         case .success(let value): return value
         case .failure(let error):
-            let notAnswering = error is Cancelled || (error as? CredentialError).map { if case .storeNotAnswering = $0 { true } else { false } } == true
-            if notAnswering { connection.ranOutOfTime(found.address, at: Clock.monotonicMillis()) }
+            var silent = error is Cancelled
+            if case .storeNotAnswering? = error as? CredentialError { silent = true }
+            if silent { connection.recordSilence(found.address, at: Clock.monotonicMillis()) }
             if error is Cancelled { throw Self.timeoutError(seconds) }
             throw error
         }
