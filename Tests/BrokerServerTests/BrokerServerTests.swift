@@ -27,6 +27,13 @@ import Glibc
     }
 
     /// A running server on `DIR/b.sock`; `stop()` ends it and waits for `run` to return.
+    /// Waits (at most 10 s) until `fact` holds; whether it does.
+    static func until(_ fact: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(10)
+        while !fact() && Date() < deadline { usleep(1000) }
+        return fact()
+    }
+
     final class Running: @unchecked Sendable {
         let dir: String
         let path: String
@@ -98,8 +105,7 @@ import Glibc
         func heldSlowRequest() throws -> Client {
             let c = try Client(path)
             c.send("GET /v1/token?profile=slow HTTP/1.1\r\n\r\n")
-            let deadline = Date().addingTimeInterval(10)
-            while recorder.handled.isEmpty && Date() < deadline { usleep(1000) }
+            _ = BrokerServerTests.until { !recorder.handled.isEmpty }
             return c
         }
 

@@ -10,11 +10,16 @@ import Glibc
 /// most `usageWorkers` of them, a token request takes any idle one ahead of queued usage
 /// requests, and a request that waited `queueDeadline` seconds for one is answered 502.
 extension BrokerServerTests {
-    /// Waits (at most 10 s) until `fact` holds.
-    func until(_ fact: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(10)
-        while !fact() && Date() < deadline { usleep(1000) }
-        return fact()
+    func until(_ fact: () -> Bool) -> Bool { BrokerServerTests.until(fact) }
+
+    /// A server with one worker, held by a token request for `slow` (the handler waits on the
+    /// gate), and a complete request's `queueDeadline`.
+    func oneWorkerHeld(queueDeadline: Double) throws -> (Running, Client) {
+        var settings = BrokerServer.Settings()
+        settings.workers = 1
+        settings.queueDeadline = queueDeadline
+        let s = try Running(settings)
+        return (s, try s.heldSlowRequest())
     }
 
     @Test func slowUsageRequestsLeaveWorkersForTokenRequests() throws {
@@ -49,11 +54,7 @@ extension BrokerServerTests {
     }
 
     @Test func aTokenRequestGoesAheadOfQueuedUsageRequests() throws {
-        var settings = BrokerServer.Settings()
-        settings.workers = 1
-        settings.queueDeadline = 60
-        let s = try Running(settings)
-        let slow = try s.heldSlowRequest()
+        let (s, slow) = try oneWorkerHeld(queueDeadline: 60)
         // Queued behind it: a usage request, then a token request.
         let usage = try Client(s.path)
         usage.send("GET /v1/usage?profile=u HTTP/1.1\r\nConnection: close\r\n\r\n")
@@ -71,11 +72,7 @@ extension BrokerServerTests {
     }
 
     @Test func aRequestThatWaitedTooLongForAWorkerIsAnswered502() throws {
-        var settings = BrokerServer.Settings()
-        settings.workers = 1
-        settings.queueDeadline = 1
-        let s = try Running(settings)
-        let slow = try s.heldSlowRequest()
+        let (s, slow) = try oneWorkerHeld(queueDeadline: 1)
         let waiting = try Client(s.path)
         var tv = timeval(tv_sec: 4, tv_usec: 0)
         setsockopt(waiting.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
