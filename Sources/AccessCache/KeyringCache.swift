@@ -170,7 +170,7 @@ public final class KeyringCache {
         case .success(let d):
             // The file store's rule ("readable by group or others is refused") for keys: an entry
             // someone else made, or whose permissions were changed, is not trusted.
-            guard d.type == "user", d.uid == geteuid(), d.permissions == KernelKeyring.entryPermissions,
+            guard d.type == "user", d.uid == ProcessUser.effectiveID, d.permissions == KernelKeyring.entryPermissions,
                   d.description == description else {
                 discard(key, "had other permissions or another owner")
                 return .absent

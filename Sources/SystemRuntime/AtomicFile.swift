@@ -121,7 +121,7 @@ public enum AtomicFile {
     /// Refuses a file or directory that belongs to another user (root bypasses modes, so the
     /// owner is what tells another user's file apart).
     static func checkOwner(_ st: stat, _ path: String) throws {
-        guard st.st_uid == geteuid() else {
+        guard st.st_uid == ProcessUser.effectiveID else {
             throw CredentialError.storeFailure(
                 "\(path) belongs to another user (uid \(st.st_uid)); refusing to use it: remove it, or run as its owner")
         }
