@@ -128,6 +128,7 @@ extension Runner {
         settings.idleExit = Double(o.idleExit ?? (listener.activated ? 60 : 0))
         settings.allowedUIDs = Set(o.allowedUIDs)
         let shared = WorkerShared(console: console, services: services)
+        let loopOwners = LoopOwners()
         // A SIGTERM/SIGINT/SIGHUP that arrived while a client's refresh was being saved was
         // deferred (man page REFRESH) and so missed the stop handler: the server stops after
         // that answer, as it would have on the signal.
@@ -138,7 +139,7 @@ extension Runner {
                                       if SignalDeferral.deferredSignal != nil { stopper.server?.stop() }
                                       return answer
                                   },
-                                  quick: { request, _ in Runner.cachedAnswer(request, g, services: shared.services) },
+                                  quick: { request, _ in Runner.cachedAnswer(request, g, services: shared.services, owners: loopOwners) },
                                   audit: { shared.console.err($0.line) },
                                   notice: { shared.console.err($0) })
         stopper.server = server
@@ -201,7 +202,7 @@ extension Runner {
     /// check, or a token from a fresh access-cache entry (`CredentialOwner.fromCache`: no store
     /// read, no lock, no network). Nil for everything else, and under `--verbose`, whose lines
     /// `answer` writes. The broker's loop answers these itself (ARCHITECTURE.md, "A broker request").
-    static func cachedAnswer(_ request: BrokerRequest, _ server: GlobalOptions, services: Services) -> BrokerAnswer? {
+    static func cachedAnswer(_ request: BrokerRequest, _ server: GlobalOptions, services: Services, owners: LoopOwners) -> BrokerAnswer? {
         guard !server.verbose else { return nil }
         switch request.call {
         case .health:
@@ -209,7 +210,12 @@ extension Runner {
         case .token(_, let minTTL):
             let g = options(of: request, server)
             let options = tokenOptions(minTTL)
-            guard let hit = Runner(console: AnswerConsole(), services: services).owner(g).fromCache(options.freshness) else { return nil }
+            guard let hit = owners.owner(g, services: services).fromCache(options.freshness) else {
+                // A miss goes to a worker, with an owner of its own; what this one learnt (a
+                // keyring that refused) is not kept.
+                owners.forget(g.profile)
+                return nil
+            }
             // `get --json`, sent from the entry's own guarded buffer where the token needs no
             // escape: no second guarded buffer per answer.
             if let around = try? GetFormatter.jsonAroundToken(hit.credential, profile: g.profile) {
@@ -239,6 +245,26 @@ extension Runner {
     }
 
     private static func healthAnswer() -> BrokerAnswer { .ok(#"{"ok":true}"#) }
+}
+
+/// The owners the broker's loop answers cached token requests with (`Runner.cachedAnswer`), one
+/// per profile asked for, made when first asked and kept until a miss: an owner keeps nothing of
+/// one answer (its cache lookup and the store's checks ask the kernel and the file system every
+/// time), and making one per answer cost more than those checks (bench/results.md, issue 31).
+/// `@unchecked Sendable`: only the loop thread calls `quick`, so only it touches `owners`.
+final class LoopOwners: @unchecked Sendable {
+    private var owners: [String: CredentialOwner] = [:]
+
+    func owner(_ g: GlobalOptions, services: Services) -> CredentialOwner {
+        if let kept = owners[g.profile.name] { return kept }
+        // A client naming many profiles keeps a bounded set.
+        if owners.count >= 64 { owners.removeAll() }
+        let made = Runner(console: AnswerConsole(), services: services).owner(g)
+        owners[g.profile.name] = made
+        return made
+    }
+
+    func forget(_ profile: Profile) { owners[profile.name] = nil }
 }
 
 /// The server an answer may stop (set once, before the first connection is accepted).

@@ -134,6 +134,28 @@ import Glibc
         #expect(audit.first?.contains(" uid=\(geteuid()) exe=\(Self.curl) path=/v1/token profile=\(w.sandbox.profile) status=200 ok") == true, "\(audit)")
     }
 
+    /// The broker's loop keeps the owner it answers a profile's cached requests with (ARCHITECTURE.md,
+    /// "A broker request"). What it keeps is never an answer: a credential stored, then erased,
+    /// under a running broker is what the very next request is told.
+    @Test func aStoreAndAnEraseUnderARunningBrokerAreTheNextAnswer() throws {
+        let w = try World()
+        try w.serve()
+        for _ in 0..<2 {
+            let r = w.curl("/v1/token")
+            #expect(r.status == 200 && Self.json(r.body)?["access_token"] as? String == w.tokens.accessToken, "\(r.body)")
+        }
+        let other = try w.issuer.seed(["expires_in": 3600])
+        #expect(w.sandbox.run(["store"], stdin: other.storeJSON).status == 0)
+        let stored = w.curl("/v1/token")
+        #expect(stored.status == 200 && Self.json(stored.body)?["access_token"] as? String == other.accessToken, "\(stored.body)")
+        #expect(w.sandbox.run(["erase"]).status == 0)
+        for _ in 0..<2 {
+            let erased = w.curl("/v1/token")
+            #expect(erased.status == 401 && Self.json(erased.body)?["error"] as? String == "login_required", "\(erased.body)")
+        }
+        #expect(try w.issuer.counter("refresh_requests") == 0)
+    }
+
     /// The broker remembers the file store's real path between answers (ARCHITECTURE.md, "The
     /// access cache"). A data home that is a symlink re-pointed under a running broker: the next
     /// answer is the credential of the file the path names now, never the remembered directory's.
