@@ -438,7 +438,7 @@ extension JSON {
     /// Every token is (base64url and dots), so its quoting is one copy instead of a walk through
     /// its scalars (the broker quotes two tokens per answer; issue 31).
     package static func needsNoEscape(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        bytes.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }
+        ByteScan.all(bytes, in: 0x20...0x7E, excluding: (0x22, 0x5C))
     }
 }
 

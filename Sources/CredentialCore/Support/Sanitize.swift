@@ -34,8 +34,6 @@ public enum Sanitize {
     }
 
     public static func isTokenSafe(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        if bytes.isEmpty { return false }
-        for b in bytes where b <= 0x20 || b >= 0x7F { return false }
-        return true
+        !bytes.isEmpty && ByteScan.all(bytes, in: 0x21...0x7E)
     }
 }

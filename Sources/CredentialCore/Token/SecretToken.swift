@@ -160,7 +160,7 @@ package struct UTF8Scalars: Sequence {
     /// True when the bytes are well-formed UTF-8.
     package static func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
         // ASCII (every token: base64url and dots) is valid UTF-8: no decoding needed.
-        if bytes.allSatisfy({ $0 < 0x80 }) { return true }
+        if ByteScan.isASCII(bytes) { return true }
         var it = bytes.makeIterator()
         var decoder = UTF8()
         while true {
