@@ -81,11 +81,15 @@ package struct BrokerAnswer: ~Copyable {
 
     /// The response head (status line and headers, ending in the blank line): no secret in it.
     package func head(keepAlive: Bool) -> [UInt8] {
-        var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Type: application/json\r\n"
-        head += "Content-Length: \(bodyCount)\r\nCache-Control: no-store\r\n"
-        if status == 405 { head += "Allow: GET\r\n" }
-        head += keepAlive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n"
-        return Array(head.utf8)
+        // Appended as bytes into one array sized up front: the broker makes one per answer.
+        var head: [UInt8] = []
+        head.reserveCapacity(192)
+        head += "HTTP/1.1 ".utf8; head += String(status).utf8; head += " ".utf8; head += Self.reason(status).utf8
+        head += "\r\nContent-Type: application/json\r\nContent-Length: ".utf8; head += String(bodyCount).utf8
+        head += "\r\nCache-Control: no-store\r\n".utf8
+        if status == 405 { head += "Allow: GET\r\n".utf8 }
+        head += (keepAlive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n").utf8
+        return head
     }
 
     /// The whole HTTP/1.1 response, head and body, in one guarded buffer (tests, fuzzing; the
@@ -146,14 +150,21 @@ package struct BrokerPeer: Sendable, Equatable {
     /// Visible ASCII kept, everything else (spaces, controls, non-ASCII, `%`) as `%XX`, so the
     /// value is one word of the audit line whatever the file is called.
     package static func printable(_ bytes: [UInt8], limit: Int) -> String {
-        let hex = Array("0123456789ABCDEF".utf8)
+        func isPlain(_ b: UInt8) -> Bool { b > 0x20 && b < 0x7F && b != 0x25 && b != 0x22 }
+        // What is printable already (every path the broker answers, most executables) as it is.
+        if bytes.count <= limit && bytes.allSatisfy(isPlain) { return String(decoding: bytes, as: UTF8.self) }
+        func hexDigit(_ n: UInt8) -> UInt8 { n < 10 ? 0x30 + n : 0x41 + n - 10 }
         var out: [UInt8] = []
         out.reserveCapacity(min(limit, 3 * bytes.count))
         for b in bytes {
-            let plain = b > 0x20 && b < 0x7F && b != 0x25 && b != 0x22
+            let plain = isPlain(b)
             // At most `limit` bytes, then an ellipsis.
             if out.count + (plain ? 1 : 3) > limit { return String(decoding: out, as: UTF8.self) + "…" }
-            if plain { out.append(b) } else { out += [0x25, hex[Int(b >> 4)], hex[Int(b & 15)]] }
+            if plain {
+                out.append(b)
+            } else {
+                out.append(0x25); out.append(hexDigit(b >> 4)); out.append(hexDigit(b & 15))
+            }
         }
         return String(decoding: out, as: UTF8.self)
     }

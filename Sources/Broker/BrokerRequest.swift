@@ -154,25 +154,25 @@ extension BrokerRequest {
             guard rawValue.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else {
                 return bad("a header value has a control byte", path)
             }
+            // Only the framing headers are read; no string is made for any other.
+            guard let framing = FramingHeader(name) else { continue }
             let value = String(decoding: rawValue, as: UTF8.self).trimmingSpaces().lowercased()
-            switch String(decoding: name, as: UTF8.self).lowercased() {
-            case "content-length":
+            switch framing {
+            case .contentLength:
                 guard !sawLength, value.utf8.allSatisfy({ $0 == 0x30 }), !value.isEmpty else {
                     return bad("the broker reads no request body (Content-Length must be 0 or absent)", path)
                 }
                 sawLength = true
-            case "transfer-encoding":
+            case .transferEncoding:
                 return bad("the broker reads no request body (no Transfer-Encoding)", path)
-            case "connection":
+            case .connection:
                 let options = value.split(separator: ",").map { String($0).trimmingSpaces() }
                 if options.contains("close") { keepAlive = false } else if options.contains("keep-alive") { keepAlive = true }
-            default:
-                continue
             }
         }
 
-        let known = [BrokerProtocol.tokenPath, BrokerProtocol.usagePath, BrokerProtocol.healthPath]
-        guard known.contains(path) else {
+        guard path == BrokerProtocol.tokenPath || path == BrokerProtocol.usagePath || path == BrokerProtocol.healthPath else {
+            let known = [BrokerProtocol.tokenPath, BrokerProtocol.usagePath, BrokerProtocol.healthPath]
             return .failure(BrokerRequestError(status: 404, message: "no such path; the broker answers \(known.joined(separator: ", "))", path: path))
         }
         guard method.elementsEqual("GET".utf8) else {
@@ -230,7 +230,34 @@ extension BrokerRequest {
     static func isTokenChar(_ b: UInt8) -> Bool {
         switch b {
         case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
-        default: return Array("!#$%&'*+-.^_`|~".utf8).contains(b)
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
+             UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
+             UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"): return true
+        default: return false
+        }
+    }
+
+    /// The headers that frame a request, the only ones read; a name matches in any case.
+    enum FramingHeader: CaseIterable {
+        case contentLength, transferEncoding, connection
+
+        var name: String {
+            switch self {
+            case .contentLength: return "content-length"
+            case .transferEncoding: return "transfer-encoding"
+            case .connection: return "connection"
+            }
+        }
+
+        init?<C: Collection>(_ name: C) where C.Element == UInt8 {
+            guard let match = Self.allCases.first(where: { header in
+                header.name.utf8.count == name.count
+                    && zip(header.name.utf8, name).allSatisfy { expected, byte in
+                        // ASCII letters fold to lower case; '-' is itself.
+                        expected == (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte)
+                    }
+            }) else { return nil }
+            self = match
         }
     }
 

@@ -148,6 +148,9 @@ package final class BrokerServer: @unchecked Sendable {
     private var pipelined: [Connection] = []
     /// Heads begun, counted by the loop: the order of `Connection.headSince`.
     private var headsBegun: UInt64 = 0
+    /// What one read of a connection lands in before it joins that connection's buffer (made
+    /// once: not a new zeroed page for every read of every request).
+    private var readChunk = [UInt8](repeating: 0, count: 4096)
 
     /// `audit` is called once per answered request (and refused connection, within the rate),
     /// one call at a time; `notice` for each notice of an answer, right after its audit record,
@@ -356,14 +359,13 @@ package final class BrokerServer: @unchecked Sendable {
 
     /// Reads what a connection sent; a complete head goes to a worker.
     private func readSome(_ c: Connection) {
-        var chunk = [UInt8](repeating: 0, count: 4096)
         // Never more than one byte past the limit is kept.
-        let want = min(chunk.count, BrokerProtocol.maxHeadBytes + 1 - c.buffer.count)
-        let n = want > 0 ? recv(c.fd, &chunk, want, 0) : 0
+        let want = min(readChunk.count, BrokerProtocol.maxHeadBytes + 1 - c.buffer.count)
+        let n = want > 0 ? readChunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, want, 0) } : 0
         if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
         if n <= 0 { drop(c); return }
         if c.buffer.isEmpty { c.headSince = beginHead() }
-        c.buffer += chunk[0..<n]
+        c.buffer += readChunk[0..<n]
         dispatchIfComplete(c)
     }
 

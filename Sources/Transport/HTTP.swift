@@ -196,6 +196,8 @@ extension HTTPTransport {
 package enum HTTPHead {
     /// The index just past the blank line that ends the head (CRLF CRLF, or bare LF LF as HTTP
     /// allows), or nil when none is there yet. An index of `b` (a slice keeps its own).
+    /// (Inlinable: the broker looks for the end of every request head it reads, in its own module.)
+    @inlinable
     package static func end<C: RandomAccessCollection>(_ b: C) -> Int? where C.Element == UInt8, C.Index == Int {
         var i = b.startIndex
         while i < b.endIndex {

@@ -40,6 +40,13 @@ import Transport
         #expect(try request("GET /v1/token?profile=w%6Frk&min%5Fttl=%33 HTTP/1.1\r\n\r\n").call == .token(profile: try Profile("work"), minTTL: 3))
     }
 
+    @Test func everyTokenCharacterMayNameAHeaderAndOtherHeadersAreNotRead() throws {
+        // RFC 9110 tchar, all of them; a name one byte away from a framing header's is not one.
+        let head = "GET /v1/token HTTP/1.1\r\nX-!#$%&'*+-.^_`|~09azAZ: anything\r\nContent-Lengths: 5\r\nConnection-: close\r\n\r\n"
+        #expect(try request(head).keepAlive)
+        #expect(try request("GET /v1/health HTTP/1.1\r\nCONNECTION: CLOSE\r\n\r\n").keepAlive == false)
+    }
+
     @Test func connectionHandling() throws {
         #expect(try request("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n").keepAlive == false)
         #expect(try request("GET /v1/health HTTP/1.1\r\nconnection: Keep-Alive, Upgrade\r\n\r\n").keepAlive)
@@ -62,6 +69,9 @@ import Transport
         "GET /v1/token HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n",
         "GET /v1/token HTTP/1.1\r\nContent-Length: -0\r\n\r\n",
         "GET /v1/token HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        // a framing header's name in any case
+        "GET /v1/token HTTP/1.1\r\nTRANSFER-ENCODING: chunked\r\n\r\n",
+        "GET /v1/token HTTP/1.1\r\ncOnTeNt-LeNgTh: 1\r\n\r\n",
         // control bytes, spaces and non-ASCII in the target
         "GET /v1/token?profile=a\u{01} HTTP/1.1\r\n\r\n",
         "GET /v1/token?profile=a\u{7F} HTTP/1.1\r\n\r\n",
@@ -79,6 +89,8 @@ import Transport
         "GET /v1/token HTTP/1.1\r\nNo colon here\r\n\r\n",
         "GET /v1/token HTTP/1.1\r\n: empty name\r\n\r\n",
         "GET /v1/token HTTP/1.1\r\nBad Name: x\r\n\r\n",
+        "GET /v1/token HTTP/1.1\r\nBad@Name: x\r\n\r\n",
+        "GET /v1/token HTTP/1.1\r\nBad\u{E9}: x\r\n\r\n",
         "GET /v1/token HTTP/1.1\r\nX: a\u{1B}[31m\r\n\r\n",
         "GET /v1/token HTTP/1.1\r\nX: a\rb\r\n\r\n",
         "GET /v1/token HTTP/1.1\r\nX: a\r\n folded\r\n\r\n",

@@ -590,6 +590,11 @@ import Glibc
         #expect(BrokerPeer.printable(Array("/usr/bin/curl".utf8), limit: 256) == "/usr/bin/curl")
         #expect(BrokerPeer.printable(Array("/tmp/a b\u{1B}[31m%\"é".utf8), limit: 256) == "/tmp/a%20b%1B[31m%25%22%C3%A9")
         #expect(BrokerPeer.printable([UInt8](repeating: 0x61, count: 1000), limit: 256).utf8.count < 300)
+        // The limit exactly: whole; one byte more: cut, with an ellipsis; an escape never split.
+        #expect(BrokerPeer.printable([UInt8](repeating: 0x61, count: 256), limit: 256) == String(repeating: "a", count: 256))
+        #expect(BrokerPeer.printable([UInt8](repeating: 0x61, count: 257), limit: 256) == String(repeating: "a", count: 256) + "…")
+        #expect(BrokerPeer.printable(Array("ab\u{7F}".utf8), limit: 4) == "ab…")
+        #expect(BrokerPeer.printable([0x00, 0xFF], limit: 6) == "%00%FF")
     }
 }
 
