@@ -204,7 +204,26 @@ public final class AgeFileStore: CredentialStore {
     }
 
     private static func version(of st: stat) -> [UInt8] {
-        Array("\(st.st_dev):\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)".utf8)
+        // `dev:ino:size:sec.nsec`, written digit by digit: the broker makes one per cached answer.
+        var out: [UInt8] = []
+        out.reserveCapacity(80)
+        func decimal<N: BinaryInteger>(_ n: N, then separator: UInt8?) {
+            if n < 0 { out.append(UInt8(ascii: "-")) }
+            var digits = n.magnitude
+            let start = out.count
+            repeat {
+                out.append(UInt8(ascii: "0") + UInt8(digits % 10))
+                digits /= 10
+            } while digits > 0
+            out[start...].reverse()
+            if let separator { out.append(separator) }
+        }
+        decimal(st.st_dev, then: UInt8(ascii: ":"))
+        decimal(st.st_ino, then: UInt8(ascii: ":"))
+        decimal(st.st_size, then: UInt8(ascii: ":"))
+        decimal(st.st_mtim.tv_sec, then: UInt8(ascii: "."))
+        decimal(st.st_mtim.tv_nsec, then: nil)
+        return out
     }
 
     private final class ReservedWrite: PreparedWrite {
