@@ -141,15 +141,16 @@ package struct BrokerPeer: Sendable, Equatable {
 
     static func executable(of pid: Int32) -> String {
         guard pid > 0 else { return "?" }
-        var buf = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/\(pid)/exe", &buf, buf.count)
-        guard n > 0 else { return "?" }
-        return printable(buf[0..<n].map { UInt8(bitPattern: $0) }, limit: 256)
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 4096) { buf in
+            let n = readlink("/proc/\(pid)/exe", UnsafeMutableRawPointer(buf.baseAddress!).assumingMemoryBound(to: CChar.self), buf.count)
+            guard n > 0 else { return "?" }
+            return printable(UnsafeBufferPointer(rebasing: buf[0..<n]), limit: 256)
+        }
     }
 
     /// Visible ASCII kept, everything else (spaces, controls, non-ASCII, `%`) as `%XX`, so the
     /// value is one word of the audit line whatever the file is called.
-    package static func printable(_ bytes: [UInt8], limit: Int) -> String {
+    package static func printable<Bytes: Collection>(_ bytes: Bytes, limit: Int) -> String where Bytes.Element == UInt8 {
         func isPlain(_ b: UInt8) -> Bool { b > 0x20 && b < 0x7F && b != 0x25 && b != 0x22 }
         // What is printable already (every path the broker answers, most executables) as it is.
         if bytes.count <= limit && bytes.allSatisfy(isPlain) { return String(decoding: bytes, as: UTF8.self) }
@@ -188,7 +189,7 @@ package struct BrokerAuditRecord: Sendable, Equatable {
         line += " pid="; line += String(peer.pid)
         line += " uid="; line += String(peer.uid)
         line += " exe="; line += peer.executable
-        line += " path="; line += path.map { BrokerPeer.printable(Array($0.utf8), limit: 64) } ?? "-"
+        line += " path="; line += path.map { BrokerPeer.printable($0.utf8, limit: 64) } ?? "-"
         line += " profile="; line += profile ?? "-"
         line += " status="; line += String(status)
         line += " "; line += outcome
