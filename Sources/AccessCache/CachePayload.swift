@@ -88,30 +88,31 @@ enum CachePayload {
         let buffer = SecretToken.Buffer(payload)
         return buffer.bytes.withUnsafeBytes { raw -> (entry: AccessCacheEntry, storeVersion: [UInt8])? in
             let bytes = raw.bindMemory(to: UInt8.self)
-            guard bytes.count >= magic.count + 8 * timesCount, bytes.count <= maxBytes, Array(bytes[0..<magic.count]) == magic else { return nil }
+            guard bytes.count >= magic.count + 8 * timesCount, bytes.count <= maxBytes, bytes[0..<magic.count].elementsEqual(magic) else { return nil }
+            // Read in place, into locals: the broker parses an entry for every cached answer.
             var at = magic.count
-            var times: [Int64] = []
-            for _ in 0..<timesCount {
+            func time() -> Int64 {
                 var t: UInt64 = 0
                 for _ in 0..<8 { t = t << 8 | UInt64(bytes[at]); at += 1 }
-                times.append(Int64(bitPattern: t))
+                return Int64(bitPattern: t)
             }
-            var fields: [Range<Int>] = []
-            for _ in 0..<6 {
+            func field() -> Range<Int>? {
                 guard at + 2 <= bytes.count else { return nil }
                 let n = Int(bytes[at]) << 8 | Int(bytes[at + 1])
                 at += 2
                 guard at + n <= bytes.count, UTF8Scalars.isValid(UnsafeRawBufferPointer(rebasing: raw[at..<(at + n)])) else { return nil }
-                fields.append(at..<(at + n))
-                at += n
+                defer { at += n }
+                return at..<(at + n)
             }
-            guard at == bytes.count, !fields[0].isEmpty else { return nil }
+            let expiresAt = time(), lastRefresh = time(), storedAt = time() // timesCount of them, in this order
+            guard let token = field(), let account = field(), let id = field(), let email = field(), let plan = field(),
+                  let version = field(), at == bytes.count, !token.isEmpty else { return nil }
             func text(_ r: Range<Int>) -> String { String(decoding: bytes[r], as: UTF8.self) }
-            let entry = AccessCacheEntry(accessToken: SecretToken(range: fields[0], of: buffer), accountId: text(fields[1]),
-                                         idToken: SecretToken(range: fields[2], of: buffer),
-                                         expiresAt: times[0], lastRefresh: times[1], storedAt: times[2],
-                                         email: text(fields[3]), plan: text(fields[4]))
-            return (entry, Array(bytes[fields[5]]))
+            let entry = AccessCacheEntry(accessToken: SecretToken(range: token, of: buffer), accountId: text(account),
+                                         idToken: SecretToken(range: id, of: buffer),
+                                         expiresAt: expiresAt, lastRefresh: lastRefresh, storedAt: storedAt,
+                                         email: text(email), plan: text(plan))
+            return (entry, Array(bytes[version]))
         }
     }
 }

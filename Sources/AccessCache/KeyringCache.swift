@@ -30,12 +30,22 @@ public final class KeyringCache {
     /// Entries cannot be read from this process (found but refused): no more lookups.
     private var unreadable = false
     private var said: Set<String> = []
+    /// The description `lookup` made last, and of what: the broker's loop looks one entry up
+    /// again and again with the same instance.
+    private var lastDescription: (identity: StoreIdentity, profile: String, description: String?)?
 
     public init(settings: AccessCacheSettings, now: @escaping () -> Int64 = Clock.now,
                 diagnostic: @escaping (String) -> Void = { _ in }) {
         self.settings = settings
         self.now = now
         self.diagnostic = diagnostic
+    }
+
+    private func description(_ identity: StoreIdentity, _ profile: Profile) -> String? {
+        if let last = lastDescription, last.identity == identity, last.profile == profile.name { return last.description }
+        let made = identity.keyDescription(for: profile)
+        lastDescription = (identity, profile.name, made)
+        return made
     }
 
     // MARK: the three operations
@@ -46,7 +56,7 @@ public final class KeyringCache {
     /// or not exactly as written (another owner, other permissions), which is removed. The caller
     /// still checks `isFresh` against what it needs.
     public func lookup(_ identity: StoreIdentity, _ profile: Profile, storeVersion: [UInt8] = []) -> AccessCacheEntry? {
-        guard canServe, let description = identity.keyDescription(for: profile) else { return nil }
+        guard canServe, let description = description(identity, profile) else { return nil }
         var unreadableKey: Int32?
         // A second round only when the key found could not be read: a concurrent fill may have
         // displaced it between the search and the read. The same key twice means it is not ours to read.
