@@ -16,6 +16,8 @@ public struct LiveStores {
     let bus: SessionBus
     let dbusTimeout: Double?
     let prompt: () -> PassphrasePrompt
+    /// The file store's key and its directory, worked out once.
+    let identityPaths: (file: String, directory: String)?
 
     /// `prompt`: how to ask for a passphrase, made each time a file store is, and only when
     /// someone may be asked (see `selector`).
@@ -26,6 +28,7 @@ public struct LiveStores {
         self.bus = bus
         self.dbusTimeout = dbusTimeout
         self.prompt = prompt
+        identityPaths = paths.identityFile.map { (file: $0, directory: AtomicFile.split($0).dir) }
     }
 
     /// The stores `choice` selects from (man page, STORES). `nonInteractive`: the file store asks
@@ -94,7 +97,8 @@ public struct LiveStores {
     /// cache: the file's version when they pass; nil for a refusal (a miss, and the read then
     /// reports it) or no file (man page ACCESS CACHE).
     public func fileStoreVersionPassingReadChecks(_ profile: Profile) -> [UInt8]? {
-        let file = AgeFileStore(paths: paths, passphraseFile: nil, prompt: nil)
-        return (try? file.versionPassingReadChecks(profile)) ?? nil
+        // No directory: a store read would refuse (HOME not set), so this is a miss too.
+        guard let directory = paths.dataDirectory else { return nil }
+        return (try? AgeFileStore.versionPassingReadChecks(profile, directory: directory, identity: identityPaths)) ?? nil
     }
 }

@@ -105,13 +105,19 @@ public final class AgeFileStore: CredentialStore {
     /// `passesReadChecks`, returning the version of the profile's file (`version(profile)`'s,
     /// from the same `lstat`) when they pass: what an access-cache entry is bound to.
     public func versionPassingReadChecks(_ profile: Profile) throws -> [UInt8]? {
-        let dir = try requireDirectory()
+        try Self.versionPassingReadChecks(profile, directory: requireDirectory(),
+                                          identity: identityPath.map { (file: $0, directory: AtomicFile.split($0).dir) })
+    }
+
+    /// The same checks, of paths worked out once (the broker makes them for every cached answer).
+    public static func versionPassingReadChecks(_ profile: Profile, directory dir: String,
+                                                identity: (file: String, directory: String)?) throws -> [UInt8]? {
         guard try AtomicFile.checkDirectory(dir, create: false),
               let file = try AtomicFile.checkedFile(Paths.encryptedFile(in: dir, for: profile)) else { return nil }
-        if let identityPath, try AtomicFile.checkDirectory(AtomicFile.split(identityPath).dir, create: false) {
-            try AtomicFile.checkFile(identityPath)
+        if let identity, try AtomicFile.checkDirectory(identity.directory, create: false) {
+            try AtomicFile.checkFile(identity.file)
         }
-        return Self.version(of: file)
+        return version(of: file)
     }
 
     // MARK: CredentialStore
