@@ -47,6 +47,14 @@ import Transport
         #expect(try request("GET /v1/health HTTP/1.1\r\nCONNECTION: CLOSE\r\n\r\n").keepAlive == false)
     }
 
+    @Test func theTargetSplitsAtItsFirstQuestionMark() throws {
+        #expect(try request("GET /v1/health? HTTP/1.1\r\n\r\n").call == .health)
+        #expect(try request("GET /v1/token? HTTP/1.1\r\n\r\n").call == .token(profile: nil, minTTL: nil))
+        // A second '?' belongs to the query: here to a profile name, which cannot have one.
+        #expect(status("GET /v1/token?profile=a?b HTTP/1.1\r\n\r\n") == 400)
+        #expect(status("GET /v1/token/?profile=a HTTP/1.1\r\n\r\n") == 404)
+    }
+
     @Test func connectionHandling() throws {
         #expect(try request("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n").keepAlive == false)
         #expect(try request("GET /v1/health HTTP/1.1\r\nconnection: Keep-Alive, Upgrade\r\n\r\n").keepAlive)
