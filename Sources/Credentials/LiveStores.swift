@@ -28,7 +28,7 @@ public struct LiveStores {
         self.bus = bus
         self.dbusTimeout = dbusTimeout
         self.prompt = prompt
-        identityPaths = paths.identityFile.map { (file: $0, directory: AtomicFile.split($0).dir) }
+        identityPaths = AgeFileStore.keyPaths(paths.identityFile)
     }
 
     /// The stores `choice` selects from (man page, STORES). `nonInteractive`: the file store asks

@@ -105,8 +105,12 @@ public final class AgeFileStore: CredentialStore {
     /// `passesReadChecks`, returning the version of the profile's file (`version(profile)`'s,
     /// from the same `lstat`) when they pass: what an access-cache entry is bound to.
     public func versionPassingReadChecks(_ profile: Profile) throws -> [UInt8]? {
-        try Self.versionPassingReadChecks(profile, directory: requireDirectory(),
-                                          identity: identityPath.map { (file: $0, directory: AtomicFile.split($0).dir) })
+        try Self.versionPassingReadChecks(profile, directory: requireDirectory(), identity: Self.keyPaths(identityPath))
+    }
+
+    /// The key file and its directory, as the read checks take them.
+    public static func keyPaths(_ identityPath: String?) -> (file: String, directory: String)? {
+        identityPath.map { (file: $0, directory: AtomicFile.split($0).dir) }
     }
 
     /// The same checks, of paths worked out once (the broker makes them for every cached answer).
@@ -210,26 +214,7 @@ public final class AgeFileStore: CredentialStore {
     }
 
     private static func version(of st: stat) -> [UInt8] {
-        // `dev:ino:size:sec.nsec`, written digit by digit: the broker makes one per cached answer.
-        var out: [UInt8] = []
-        out.reserveCapacity(80)
-        func decimal<N: BinaryInteger>(_ n: N, then separator: UInt8?) {
-            if n < 0 { out.append(UInt8(ascii: "-")) }
-            var digits = n.magnitude
-            let start = out.count
-            repeat {
-                out.append(UInt8(ascii: "0") + UInt8(digits % 10))
-                digits /= 10
-            } while digits > 0
-            out[start...].reverse()
-            if let separator { out.append(separator) }
-        }
-        decimal(st.st_dev, then: UInt8(ascii: ":"))
-        decimal(st.st_ino, then: UInt8(ascii: ":"))
-        decimal(st.st_size, then: UInt8(ascii: ":"))
-        decimal(st.st_mtim.tv_sec, then: UInt8(ascii: "."))
-        decimal(st.st_mtim.tv_nsec, then: nil)
-        return out
+        Array("\(st.st_dev):\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)".utf8)
     }
 
     private final class ReservedWrite: PreparedWrite {
