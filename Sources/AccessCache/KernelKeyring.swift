@@ -75,31 +75,12 @@ enum KernelKeyring {
             if rc < 0 { return .failure(Failure(errno: errno)) }
             let text = UnsafeBufferPointer(rebasing: buffer[0..<min(Int(rc), buffer.count)]).prefix { $0 != 0 }
             let parts = text.split(separator: UInt8(ascii: ";"), maxSplits: 4, omittingEmptySubsequences: false)
-            guard parts.count == 5, let uid = number(parts[1], radix: 10), let gid = number(parts[2], radix: 10),
-                  let perm = number(parts[3], radix: 16) else { return .failure(Failure(errno: EINVAL)) }
-            return .success(Description(type: String(decoding: parts[0], as: UTF8.self), uid: uid, gid: gid, permissions: perm,
-                                        description: String(decoding: parts[4], as: UTF8.self)))
+            // The numbers are short: strings that small are made without the heap.
+            func field(_ i: Int) -> String { String(decoding: parts[i], as: UTF8.self) }
+            guard parts.count == 5, let uid = UInt32(field(1)), let gid = UInt32(field(2)),
+                  let perm = UInt32(field(3), radix: 16) else { return .failure(Failure(errno: EINVAL)) }
+            return .success(Description(type: field(0), uid: uid, gid: gid, permissions: perm, description: field(4)))
         }
-    }
-
-    /// A field of a description as `UInt32(_:radix:)` reads it: digits only, at least one, no overflow.
-    private static func number(_ digits: Slice<UnsafeBufferPointer<UInt8>>, radix: UInt32) -> UInt32? {
-        guard !digits.isEmpty else { return nil }
-        var value: UInt32 = 0
-        for byte in digits {
-            let digit: UInt32
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f") where radix == 16: digit = UInt32(byte - UInt8(ascii: "a")) + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F") where radix == 16: digit = UInt32(byte - UInt8(ascii: "A")) + 10
-            default: return nil
-            }
-            let (times, o1) = value.multipliedReportingOverflow(by: radix)
-            let (sum, o2) = times.addingReportingOverflow(digit)
-            guard !o1, !o2 else { return nil }
-            value = sum
-        }
-        return value
     }
 
     static func setPermissions(_ key: Int32, _ permissions: UInt32) -> Result<Void, Failure> {

@@ -30,24 +30,7 @@ final class StandardConsole: Console {
         }
     }
     func err(_ line: String) {
-        // The line and its newline in one writev(2), as one write(2) of both would be, without
-        // a copy of the line made to add the newline (the broker writes one per answer).
-        var line = line
-        line.withUTF8 { text in
-            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1) { newline in
-                newline[0] = 0x0A
-                let n = withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { iov -> Int in
-                    iov[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: text.baseAddress), iov_len: text.count)
-                    iov[1] = iovec(iov_base: UnsafeMutableRawPointer(newline.baseAddress!), iov_len: 1)
-                    return writev(2, iov.baseAddress, 2)
-                }
-                guard n != text.count + 1 else { return }
-                // Interrupted or short: the rest, as `writeAll` writes.
-                let done = max(n, 0)
-                if done < text.count { _ = writeAll(2, UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(text)[done...])) }
-                _ = writeAll(2, UnsafeRawBufferPointer(newline))
-            }
-        }
+        errInPlace(line + "\n")
     }
     /// As given: the sign-in's waiting line rewrites itself with `\r` (man page, login).
     func errInPlace(_ text: String) {
