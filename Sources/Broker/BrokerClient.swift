@@ -159,8 +159,8 @@ package struct BrokerClient: Sendable {
         let why: String
         if st.st_mode & S_IFMT != S_IFDIR {
             why = "is not a directory"
-        } else if st.st_uid != geteuid() && st.st_uid != 0 {
-            why = "belongs to uid \(st.st_uid), not to this user (uid \(geteuid())) or root"
+        } else if st.st_uid != ProcessUser.effectiveID && st.st_uid != 0 {
+            why = "belongs to uid \(st.st_uid), not to this user (uid \(ProcessUser.effectiveID)) or root"
         } else if mode & 0o022 != 0 {
             why = "is writable by \(mode & 0o002 != 0 ? "others" : "its group") (mode \(String(mode, radix: 8)))"
         } else {

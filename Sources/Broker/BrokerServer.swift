@@ -65,7 +65,7 @@ package final class BrokerServer: @unchecked Sendable {
     let quick: QuickHandler?
     let audit: @Sendable (BrokerAuditRecord) -> Void
     let notice: @Sendable (String) -> Void
-    let ownUID = geteuid()
+    let ownUID = ProcessUser.effectiveID
 
     /// One open connection of an allowed peer.
     final class Connection {

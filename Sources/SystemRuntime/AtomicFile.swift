@@ -287,7 +287,7 @@ public enum AtomicFile {
             guard kill(pid, 0) != 0 && errno == ESRCH else { continue }
             var st = stat()
             let full = dir + "/" + name
-            guard lstat(full, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid() else { continue }
+            guard lstat(full, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == ProcessUser.effectiveID else { continue }
             unlink(full)
         }
     }

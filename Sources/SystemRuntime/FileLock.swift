@@ -74,7 +74,7 @@ public final class FileLock {
         guard fstat(dirFD, &st) == 0 else {
             throw CredentialError.storeFailure("cannot stat \(dir): \(FileSystem.errorText(errno))")
         }
-        guard st.st_uid == geteuid() else {
+        guard st.st_uid == ProcessUser.effectiveID else {
             throw CredentialError.storeFailure(
                 "\(dir)/ belongs to another user (uid \(st.st_uid)); refusing to use it: remove it, or run as its owner")
         }
@@ -100,7 +100,7 @@ public final class FileLock {
             }
         }
         var lst = stat()
-        guard fstat(fd, &lst) == 0, lst.st_mode & S_IFMT == S_IFREG, lst.st_uid == geteuid() else {
+        guard fstat(fd, &lst) == 0, lst.st_mode & S_IFMT == S_IFREG, lst.st_uid == ProcessUser.effectiveID else {
             close(fd)
             throw CredentialError.storeFailure("the lock file \(path) is not a regular file of this user; remove it")
         }
@@ -200,7 +200,7 @@ public enum LockDirectory {
     /// The rule alone: nil when `st` passes it.
     public static func problem(_ st: stat) -> Problem? {
         if st.st_mode & S_IFMT != S_IFDIR { return .notADirectory }
-        if st.st_uid != geteuid() { return .otherOwner(st.st_uid) }
+        if st.st_uid != ProcessUser.effectiveID { return .otherOwner(st.st_uid) }
         if st.st_mode & 0o077 != 0 { return .openToOthers(st.st_mode & 0o777) }
         return nil
     }

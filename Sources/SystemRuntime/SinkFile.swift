@@ -38,7 +38,7 @@ public enum SinkFile {
         guard st.st_mode & S_IFMT == S_IFDIR else {
             throw CredentialError.usage("\(dir) is not a directory; a sink's path must name a file in a directory", namesItsHelp: true)
         }
-        guard st.st_uid == geteuid() else {
+        guard st.st_uid == ProcessUser.effectiveID else {
             throw CredentialError.usage("\(dir) belongs to another user (uid \(st.st_uid)); a sink is written only in a directory you own", namesItsHelp: true)
         }
         guard st.st_mode & 0o022 == 0 else {
@@ -63,7 +63,7 @@ public enum SinkFile {
         guard st.st_mode & S_IFMT == S_IFREG else {
             throw CredentialError.usage("\(path) is not a regular file; refusing to use it as a sink", namesItsHelp: true)
         }
-        guard st.st_uid == geteuid() else {
+        guard st.st_uid == ProcessUser.effectiveID else {
             throw CredentialError.usage("\(path) belongs to another user (uid \(st.st_uid)); refusing to use it as a sink", namesItsHelp: true)
         }
         var out = SecretBytes(capacity: min(max(Int(st.st_size), 0), maxBytes) + 1)
