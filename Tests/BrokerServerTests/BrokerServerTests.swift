@@ -119,16 +119,18 @@ import Glibc
         deinit { rmdir(dir) }
     }
 
-    /// A blocking client connection with a 10 s deadline on every call.
+    /// A blocking client connection with a 10 s deadline on every call (`receiveDeadline`: a
+    /// shorter one for reading, where a test needs its answer sooner).
     final class Client {
         let fd: Int32
         /// Bytes received past the last response (the next one, pipelined).
         var pending: [UInt8] = []
-        init(_ path: String) throws {
+        init(_ path: String, receiveDeadline: Int = 10) throws {
             fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
             var tv = timeval(tv_sec: 10, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            tv.tv_sec = receiveDeadline
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
             var addr = BrokerListener.address(path)
             let rc = withUnsafePointer(to: &addr) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
@@ -254,9 +256,7 @@ import Glibc
         let slow = try s.heldSlowRequest()
         #expect(s.recorder.handled.map(\.profile?.name) == ["slow"])
         // A cached token and the health check are answered meanwhile, well within 2 s.
-        let other = try Client(s.path)
-        var tv = timeval(tv_sec: 2, tv_usec: 0)
-        setsockopt(other.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let other = try Client(s.path, receiveDeadline: 2)
         other.send("GET /v1/token?profile=cached HTTP/1.1\r\n\r\n")
         let cached = other.response()
         #expect(cached?.status == 200 && cached?.body == #"{"access_token":"cached-\#(getpid())"}"#, "not answered within 2 s")
@@ -463,9 +463,7 @@ import Glibc
         #expect(still == 3 && last > 0 && last < 20_000, "the broker kept answering (\(last))")
         // Another client is answered well before the 5 s write deadline the one worker would
         // otherwise spend on the client that does not read.
-        let other = try Client(s.path)
-        var tv = timeval(tv_sec: 2, tv_usec: 0)
-        setsockopt(other.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let other = try Client(s.path, receiveDeadline: 2)
         other.send("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n")
         #expect(other.response()?.status == 200, "not answered within 2 s")
         other.close(); greedy.close()

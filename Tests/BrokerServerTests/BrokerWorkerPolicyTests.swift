@@ -37,9 +37,7 @@ extension BrokerServerTests {
         }
         #expect(until { s.recorder.handled.count >= 2 && s.server.queuedRequests + s.recorder.handled.count >= 4 })
         // A token request the loop cannot answer: a worker takes it at once.
-        let token = try Client(s.path)
-        var tv = timeval(tv_sec: 3, tv_usec: 0)
-        setsockopt(token.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let token = try Client(s.path, receiveDeadline: 3)
         let start = Date()
         token.send("GET /v1/token?profile=work HTTP/1.1\r\nConnection: close\r\n\r\n")
         let r = token.response()
@@ -73,9 +71,7 @@ extension BrokerServerTests {
 
     @Test func aRequestThatWaitedTooLongForAWorkerIsAnswered502() throws {
         let (s, slow) = try oneWorkerHeld(queueDeadline: 1)
-        let waiting = try Client(s.path)
-        var tv = timeval(tv_sec: 4, tv_usec: 0)
-        setsockopt(waiting.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let waiting = try Client(s.path, receiveDeadline: 4)
         let start = Date()
         waiting.send("GET /v1/token?profile=other HTTP/1.1\r\n\r\n")
         let r = waiting.response()
